@@ -1,0 +1,15 @@
+"""Themelio GPU stacks: synthesize one Terraform stack per cluster into cdktf.out/stacks/<cluster>/.
+
+Run by the CDKTF CLI (`npx cdktf synth`, see cdktf.json) or directly:
+    pipenv run python main.py [--catalog FILE] [--stacks-dir DIR] [--outdir DIR]
+Other commands (catalog validate/show, match, check, preflight): pipenv run python -m themelio_gpu --help
+"""
+
+from __future__ import annotations
+
+import sys
+
+from themelio_gpu.cli import synth_main
+
+if __name__ == "__main__":
+    sys.exit(synth_main(sys.argv[1:]))

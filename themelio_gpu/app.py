@@ -1,0 +1,18 @@
+"""Building and synthesizing the app: one `GpuClusterStack` per cluster of the fleet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cdktf import App
+
+from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
+from themelio_gpu.fleet import Fleet
+
+
+def build_app(fleet: Fleet, outdir: Path | None = None) -> App:
+    # App() reads CDKTF_OUTDIR itself when the CDKTF CLI runs us; an explicit outdir wins.
+    app = App(outdir=str(outdir)) if outdir is not None else App()
+    for plan in fleet.clusters:
+        GpuClusterStack(app, plan)
+    return app

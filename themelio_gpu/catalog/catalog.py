@@ -1,0 +1,307 @@
+"""The resolved catalog: every offering checked, with its derived facts computed once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from themelio_gpu import k8s_names
+from themelio_gpu.catalog.model import (
+    CHART_DEVICE_CLASSES,
+    CHART_GPU_CLASS,
+    CHART_SERVED_NAME,
+    CatalogFile,
+    Lifecycle,
+    Offering,
+    ServedBy,
+    Toleration,
+)
+from themelio_gpu.catalog.products import PRODUCTS, GpuProduct
+from themelio_gpu.catalog.selectors import gpu_selector
+from themelio_gpu.problems import Problems
+from themelio_gpu.yaml_input import format_location, load_yaml_file, validate_model
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
+_SEMVER_LOOSE = re.compile(r"^v?\d+(\.\d+){0,2}([-+][0-9A-Za-z.-]+)?$")
+_WALDUR_COMPONENT = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ResolvedAlias:
+    name: str
+    device_class: str
+    served_by: ServedBy
+
+
+@dataclass(frozen=True)
+class ResolvedOffering:
+    name: str
+    device_class: str
+    served_by: ServedBy
+    product: GpuProduct | None
+    mig_profile: str | None
+    display_name: str
+    description: str
+    waldur_component: str
+    unit: str
+    kubeflow_ui_name: str | None
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Toleration, ...]
+    lifecycle: Lifecycle
+    replaced_by: str | None
+    aliases: tuple[ResolvedAlias, ...]
+    selector: str
+    """The CEL expression of the offering's DeviceClass (and of its aliases' classes)."""
+
+    @property
+    def quota_key(self) -> str:
+        return f"requests.{self.name}"
+
+    @property
+    def is_mig(self) -> bool:
+        return self.mig_profile is not None
+
+    def advertised_names(self, with_aliases: bool) -> tuple[str, ...]:
+        return (self.name, *(a.name for a in self.aliases)) if with_aliases else (self.name,)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    file: str
+    offerings: Mapping[str, ResolvedOffering]
+
+    def __iter__(self) -> Iterator[ResolvedOffering]:
+        return iter(self.offerings.values())
+
+    def find(self, name: str) -> ResolvedOffering | None:
+        """The offering serving `name`, by its own name or a migration alias."""
+        if name in self.offerings:
+            return self.offerings[name]
+        for offering in self.offerings.values():
+            if any(alias.name == name for alias in offering.aliases):
+                return offering
+        return None
+
+
+def default_node_selector(product: GpuProduct | None, mig: bool) -> dict[str, str]:
+    """The pool labels that steer a workload to this offering (see GpuNodePool's label contract)."""
+    selector = {"nvidia.com/gpu": "true", "mig_enabled": "true" if mig else "false"}
+    if product is not None:
+        selector["accelerator"] = product.accelerator
+    return dict(sorted(selector.items()))
+
+
+DEFAULT_TOLERATIONS = (Toleration(key=GPU_TAINT_KEY, operator="Exists", effect="NoSchedule"),)
+
+
+def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) -> Catalog | None:
+    name = shown_as or str(path)
+    data = load_yaml_file(path, problems, name)
+    if data is None:
+        if not problems:
+            problems.add(name, "", "the catalog is empty")
+        return None
+    model = validate_model(CatalogFile, data, name, problems)
+    if model is None:
+        return None
+    return resolve_catalog(model, name, problems)
+
+
+def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalog | None:
+    before = len(problems)
+    resolved: dict[str, ResolvedOffering] = {}
+    for name, offering in model.offerings.items():
+        item = _resolve_offering(name, offering, file, problems)
+        if item is not None:
+            resolved[name] = item
+    if not model.offerings:
+        problems.add(file, "offerings", "the catalog has no offerings")
+    _check_uniqueness(model, file, problems)
+    if len(problems) > before:
+        return None
+    return Catalog(file=file, offerings=MappingProxyType(dict(sorted(resolved.items()))))
+
+
+def _served_by(name: str, given: ServedBy | None, file: str, where: str, problems: Problems) -> ServedBy:
+    if name == CHART_SERVED_NAME and given is None:
+        problems.add(
+            file,
+            where,
+            f"say how {CHART_SERVED_NAME} is served: the DRA driver chart's class {CHART_GPU_CLASS} already "
+            f"advertises it (chart 25.12.0 and later). Set servedBy: dra-driver-chart to use it, or "
+            "servedBy: catalog to replace it deliberately with a class of this catalog (the newer class wins)",
+        )
+    served_by = given or ServedBy.catalog
+    if served_by is ServedBy.dra_driver_chart and name != CHART_SERVED_NAME:
+        problems.add(
+            file,
+            f"{where}.servedBy",
+            f"the DRA driver chart serves only {CHART_SERVED_NAME}; {name} needs servedBy: catalog",
+        )
+    return served_by
+
+
+def _device_class(
+    name: str, given: str | None, served_by: ServedBy, file: str, where: str, problems: Problems
+) -> str:
+    if served_by is ServedBy.dra_driver_chart:
+        if given not in (None, CHART_GPU_CLASS):
+            problems.add(
+                file, f"{where}.deviceClass", f"a chart-served name uses the chart's class {CHART_GPU_CLASS}"
+            )
+        return CHART_GPU_CLASS
+    if given is None:
+        problems.add(file, f"{where}.deviceClass", "required key is missing")
+        return ""
+    for message in k8s_names.device_class_name(given):
+        problems.add(file, f"{where}.deviceClass", message)
+    if given in CHART_DEVICE_CLASSES:
+        problems.add(
+            file,
+            f"{where}.deviceClass",
+            f"{given} is created by the NVIDIA DRA driver chart itself; choose another name "
+            "(for example <product>.gpu.themelio.io)",
+        )
+    return given
+
+
+def _resolve_offering(name: str, offering: Offering, file: str, problems: Problems) -> ResolvedOffering | None:
+    where = format_location(("offerings", name))
+    count = len(problems)
+    for message in k8s_names.extended_resource_name(name):
+        problems.add(file, where, message)
+    served_by = _served_by(name, offering.served_by, file, where, problems)
+    device_class = _device_class(name, offering.device_class, served_by, file, where, problems)
+
+    product: GpuProduct | None = None
+    if offering.product is None:
+        if served_by is not ServedBy.dra_driver_chart:
+            problems.add(file, f"{where}.product", f"required: one of {', '.join(PRODUCTS)}")
+    elif offering.product not in PRODUCTS:
+        problems.add(
+            file, f"{where}.product", f"unknown product {offering.product!r}; known: {', '.join(PRODUCTS)}"
+        )
+    else:
+        product = PRODUCTS[offering.product]
+        if served_by is ServedBy.dra_driver_chart:
+            problems.add(
+                file,
+                f"{where}.product",
+                f"the chart's class {CHART_GPU_CLASS} selects every whole GPU; a product cannot narrow it. "
+                "Use servedBy: catalog for a product-specific class",
+            )
+
+    if offering.mig_profile is not None:
+        if served_by is ServedBy.dra_driver_chart:
+            problems.add(file, f"{where}.migProfile", "the chart's class serves whole GPUs only")
+        elif product is not None and not product.supports_mig:
+            problems.add(file, f"{where}.migProfile", f"{product.display_name} has no MIG support")
+        elif product is not None and offering.mig_profile not in product.mig_profiles:
+            problems.add(
+                file,
+                f"{where}.migProfile",
+                f"{product.display_name} has no MIG profile {offering.mig_profile!r}; "
+                f"valid: {', '.join(product.mig_profiles)}",
+            )
+
+    constraints = offering.constraints
+    if constraints.min_memory is not None and not _QUANTITY.match(constraints.min_memory):
+        problems.add(
+            file, f"{where}.constraints.minMemory", f"{constraints.min_memory!r} is not a quantity like 40Gi"
+        )
+    if constraints.min_driver_version is not None and not _SEMVER_LOOSE.match(constraints.min_driver_version):
+        problems.add(
+            file,
+            f"{where}.constraints.minDriverVersion",
+            f"{constraints.min_driver_version!r} is not a version like 570.86.15",
+        )
+    if served_by is ServedBy.dra_driver_chart and (constraints.min_memory or constraints.min_driver_version):
+        problems.add(file, f"{where}.constraints", "a chart-served name cannot carry selector constraints")
+
+    if not _WALDUR_COMPONENT.match(offering.quota.waldur_component):
+        problems.add(
+            file,
+            f"{where}.quota.waldurComponent",
+            f"{offering.quota.waldur_component!r} must be lower-case letters, digits and '_', starting with a letter",
+        )
+    if offering.lifecycle is Lifecycle.active and offering.replaced_by:
+        problems.add(file, f"{where}.replacedBy", "only a deprecated offering can be replaced")
+
+    node_selector = offering.placement.node_selector
+    if node_selector is None:
+        node_selector = default_node_selector(product, offering.mig_profile is not None)
+    for key, value in node_selector.items():
+        for message in k8s_names.qualified_name(key) + k8s_names.label_value(value):
+            problems.add(file, f"{where}.placement.nodeSelector", message)
+
+    aliases = []
+    for index, alias in enumerate(offering.aliases):
+        alias_where = f"{where}.aliases[{index}]"
+        for message in k8s_names.extended_resource_name(alias.name):
+            problems.add(file, f"{alias_where}.name", message)
+        alias_served_by = _served_by(alias.name, alias.served_by, file, alias_where, problems)
+        if alias_served_by is ServedBy.catalog and served_by is ServedBy.dra_driver_chart:
+            problems.add(file, alias_where, "an alias of a chart-served offering cannot have a class of its own")
+        alias_class = _device_class(alias.name, alias.device_class, alias_served_by, file, alias_where, problems)
+        aliases.append(ResolvedAlias(alias.name, alias_class, alias_served_by))
+
+    if len(problems) > count:
+        return None
+    return ResolvedOffering(
+        name=name,
+        device_class=device_class,
+        served_by=served_by,
+        product=product,
+        mig_profile=offering.mig_profile,
+        display_name=offering.display_name,
+        description=offering.description,
+        waldur_component=offering.quota.waldur_component,
+        unit=offering.quota.unit,
+        kubeflow_ui_name=offering.kubeflow.ui_name if offering.kubeflow else None,
+        node_selector=MappingProxyType(dict(sorted(node_selector.items()))),
+        tolerations=offering.placement.tolerations
+        if offering.placement.tolerations is not None
+        else DEFAULT_TOLERATIONS,
+        lifecycle=offering.lifecycle,
+        replaced_by=offering.replaced_by,
+        aliases=tuple(aliases),
+        selector=gpu_selector(
+            product, offering.mig_profile, constraints.min_memory, constraints.min_driver_version
+        ),
+    )
+
+
+def _check_uniqueness(model: CatalogFile, file: str, problems: Problems) -> None:
+    """Names, classes, Waldur components and Kubeflow labels each identify one offering."""
+    names: dict[str, str] = {}
+    classes: dict[str, str] = {}
+    components: dict[str, str] = {}
+    ui_names: dict[str, str] = {}
+
+    def claim(table: dict[str, str], value: str, where: str, what: str) -> None:
+        if value in table:
+            problems.add(file, where, f"{what} {value!r} is already used by {table[value]}")
+        else:
+            table[value] = where
+
+    for name, offering in model.offerings.items():
+        where = format_location(("offerings", name))
+        claim(names, name, where, "extended resource name")
+        if offering.device_class and offering.served_by is not ServedBy.dra_driver_chart:
+            claim(classes, offering.device_class, f"{where}.deviceClass", "DeviceClass")
+        claim(components, offering.quota.waldur_component, f"{where}.quota.waldurComponent", "Waldur component")
+        if offering.kubeflow and offering.lifecycle is Lifecycle.active:
+            claim(ui_names, offering.kubeflow.ui_name, f"{where}.kubeflow.uiName", "Kubeflow uiName")
+        for index, alias in enumerate(offering.aliases):
+            alias_where = f"{where}.aliases[{index}]"
+            claim(names, alias.name, f"{alias_where}.name", "extended resource name")
+            if alias.device_class and alias.served_by is not ServedBy.dra_driver_chart:
+                claim(classes, alias.device_class, f"{alias_where}.deviceClass", "DeviceClass")
+        if offering.replaced_by is not None and offering.replaced_by not in model.offerings:
+            problems.add(
+                file, f"{where}.replacedBy", f"no offering named {offering.replaced_by!r} in this catalog"
+            )

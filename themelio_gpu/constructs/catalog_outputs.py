@@ -1,0 +1,60 @@
+"""The catalog's integration contracts for one cluster, limited to the offerings that cluster serves.
+
+Published as Terraform outputs (for pipelines: `terraform output -json`) and, when the cluster asks
+for it, as a ConfigMap the workload service and operators can read in the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+
+from cdktf import TerraformOutput
+from constructs import Construct
+
+from themelio_gpu.catalog.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
+from themelio_gpu.constructs.naming import FIELD_MANAGER
+from themelio_gpu.fleet import ClusterPlan
+from themelio_gpu.providers import ConfigMapV1, ConfigMapV1Metadata, NamespaceV1, NamespaceV1Metadata
+from themelio_gpu.yaml_output import dump_yaml
+
+
+class CatalogOutputs(Construct):
+    def __init__(self, scope: Construct, plan: ClusterPlan) -> None:
+        super().__init__(scope, "catalog_outputs")
+        aliases = plan.definition.serve_migration_aliases
+        contracts = {
+            "waldur_quota_mapping": waldur_quota_mapping(plan.offerings, aliases),
+            "kubeflow_spawner_gpus": kubeflow_spawner_gpus(plan.offerings),
+            "gpu_labels": gpu_labels_config(plan.offerings, aliases),
+            "device_classes": {c.name: c.extended_resource_name for c in plan.device_classes},
+        }
+        for name, value in contracts.items():
+            TerraformOutput(self, name, value=value).override_logical_id(name)
+
+        config_map = plan.definition.catalog_config_map
+        if config_map is None:
+            return
+        namespace = NamespaceV1(
+            self,
+            "namespace",
+            metadata=NamespaceV1Metadata(
+                name=config_map.namespace, labels={"app.kubernetes.io/managed-by": FIELD_MANAGER}
+            ),
+        )
+        namespace.override_logical_id("catalog_namespace")
+        ConfigMapV1(
+            self,
+            "config_map",
+            metadata=ConfigMapV1Metadata(
+                name=config_map.name,
+                namespace=config_map.namespace,
+                labels={"app.kubernetes.io/managed-by": FIELD_MANAGER},
+            ),
+            data={
+                "gpu-labels.yaml": dump_yaml(contracts["gpu_labels"]),
+                "kubeflow-spawner-gpus.yaml": dump_yaml(contracts["kubeflow_spawner_gpus"]),
+                "waldur-quota-mapping.yaml": dump_yaml(contracts["waldur_quota_mapping"]),
+                "device-classes.json": json.dumps(contracts["device_classes"], sort_keys=True, indent=2),
+            },
+            depends_on=[namespace],
+        ).override_logical_id("catalog_config_map")

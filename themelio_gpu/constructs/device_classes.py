@@ -1,0 +1,51 @@
+"""DRA DeviceClasses advertising the catalog's extended resource names (ADR-0023 option B).
+
+One `kubernetes_manifest` with for_each over the classes: each class is a map entry keyed by its name, so
+the synthesized JSON still shows every class in full, and a change to one class plans as a change to
+`kubernetes_manifest.device_classes["<name>"]` alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cdktf import TerraformIterator, Token
+from constructs import Construct
+
+from themelio_gpu.constructs.naming import FIELD_MANAGER
+from themelio_gpu.fleet import DeviceClassSpec
+from themelio_gpu.providers import Manifest, ManifestFieldManager
+
+API_VERSION = "resource.k8s.io/v1"
+
+
+def device_class_manifest(spec: DeviceClassSpec) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "DeviceClass",
+        "metadata": {
+            "name": spec.name,
+            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
+            "annotations": {"gpu.themelio.io/offering": spec.offering},
+        },
+        "spec": {
+            "extendedResourceName": spec.extended_resource_name,
+            "selectors": [{"cel": {"expression": spec.selector}}],
+        },
+    }
+
+
+class DeviceClasses(Construct):
+    def __init__(self, scope: Construct, classes: Sequence[DeviceClassSpec], depends_on: Sequence[Any]) -> None:
+        super().__init__(scope, "device_classes")
+        each_class = TerraformIterator.from_map({c.name: device_class_manifest(c) for c in classes})
+        self.manifest = Manifest(
+            self,
+            "classes",
+            for_each=each_class,
+            manifest=Token.as_any_map(each_class.value),
+            field_manager=ManifestFieldManager(name=FIELD_MANAGER),
+            depends_on=list(depends_on) or None,
+        )
+        self.manifest.override_logical_id("device_classes")

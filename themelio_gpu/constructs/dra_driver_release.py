@@ -1,0 +1,30 @@
+"""The DRA Driver for NVIDIA GPUs (chart dra-driver-nvidia-gpu; nvidia-dra-driver-gpu before 0.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from constructs import Construct
+
+from themelio_gpu.constructs.release_settings import pinned_release
+from themelio_gpu.fleet import ClusterPlan
+from themelio_gpu.helm.values import dra_release_name
+
+
+class DraDriverRelease(Construct):
+    def __init__(self, scope: Construct, plan: ClusterPlan, depends_on: Sequence[Any]) -> None:
+        super().__init__(scope, "dra_driver")
+        assert plan.dra_values is not None, "only clusters with DRA pools install the DRA driver"
+        release = plan.definition.dra_driver
+        self.release = pinned_release(
+            self,
+            name=dra_release_name(plan.definition),
+            chart=release.chart,
+            repository=release.repository,
+            version=release.version,
+            namespace=release.namespace,
+            timeout_seconds=release.timeout_seconds,
+            values=plan.dra_values,
+            depends_on=depends_on,
+        )

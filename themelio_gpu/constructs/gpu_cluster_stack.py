@@ -1,0 +1,85 @@
+"""One Terraform stack per cluster: providers, state backend, node pools, Helm releases, DeviceClasses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdktf import TerraformStack
+from constructs import Construct
+
+from themelio_gpu.constructs.catalog_outputs import CatalogOutputs
+from themelio_gpu.constructs.device_classes import DeviceClasses
+from themelio_gpu.constructs.dra_driver_release import DraDriverRelease
+from themelio_gpu.constructs.gpu_node_pool import GpuNodePool
+from themelio_gpu.constructs.gpu_operator_release import GpuOperatorRelease
+from themelio_gpu.constructs.state_backend import configure_backend
+from themelio_gpu.fleet import ClusterPlan
+from themelio_gpu.providers import (
+    HELM_PROVIDER,
+    KUBERNETES_PROVIDER,
+    HelmProvider,
+    HelmProviderKubernetes,
+    HelmProviderKubernetesExec,
+    KubernetesProvider,
+    KubernetesProviderExec,
+)
+
+
+class GpuClusterStack(TerraformStack):
+    def __init__(self, scope: Construct, plan: ClusterPlan) -> None:
+        super().__init__(scope, plan.name)
+        cluster = plan.definition
+        self._providers(plan)
+        configure_backend(self, cluster.name, cluster.backend)
+
+        # Order: node labels, then the operator, then the DRA driver, then the classes that need its driver.
+        pools = [
+            GpuNodePool(self, pool, contract)
+            for pool, contract in zip(cluster.node_pools, plan.pools, strict=True)
+        ]
+        labelled: list[Any] = [d for pool in pools for d in pool.dependables]
+        operator = GpuOperatorRelease(self, plan, depends_on=labelled)
+        if plan.dra_enabled:
+            driver = DraDriverRelease(self, plan, depends_on=[operator.release])
+            if plan.device_classes:
+                DeviceClasses(self, plan.device_classes, depends_on=[driver.release])
+        CatalogOutputs(self, plan)
+
+    def _providers(self, plan: ClusterPlan) -> None:
+        access = plan.definition.access
+        if access.kubeconfig is not None:
+            path, context = access.kubeconfig.path, access.kubeconfig.context
+            KubernetesProvider(self, "kubernetes", config_path=path, config_context=context)
+            HelmProvider(self, "helm", kubernetes=HelmProviderKubernetes(config_path=path, config_context=context))
+        else:
+            api = access.api
+            assert api is not None  # the definition requires exactly one
+            plugin = api.exec
+            kubernetes = KubernetesProvider(
+                self,
+                "kubernetes",
+                host=api.host,
+                cluster_ca_certificate=api.cluster_ca_certificate,
+                exec=[
+                    KubernetesProviderExec(
+                        api_version=plugin.api_version, command=plugin.command, args=list(plugin.args)
+                    )
+                ],
+            )
+            helm = HelmProvider(
+                self,
+                "helm",
+                kubernetes=HelmProviderKubernetes(
+                    host=api.host,
+                    cluster_ca_certificate=api.cluster_ca_certificate,
+                    exec=HelmProviderKubernetesExec(
+                        api_version=plugin.api_version, command=plugin.command, args=list(plugin.args)
+                    ),
+                ),
+            )
+            if plugin.env:
+                # Set as overrides: the typed bindings turn map keys to snake case (AWS_PROFILE -> aws_profile).
+                kubernetes.add_override("exec.0.env", dict(plugin.env))
+                helm.add_override("kubernetes.exec.env", dict(plugin.env))
+        for name, source, version in (KUBERNETES_PROVIDER, HELM_PROVIDER):
+            self.add_override(f"terraform.required_providers.{name}", {"source": source, "version": version})

@@ -1,0 +1,120 @@
+"""A GPU node pool: its label and taint contract, brought to the nodes the way the pool is provisioned.
+
+- static: `kubernetes_labels` and `kubernetes_node_taint` on each named node, managing only our keys;
+- provisioned: outputs with the labels, taints and kubelet flags for whatever creates the nodes;
+- karpenter: a `karpenter.sh/v1` NodePool that stamps the contract on every node it launches.
+Every pool also gets the output, so provisioning scripts and reviewers can read the contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdktf import TerraformIterator, TerraformOutput, Token
+from constructs import Construct
+
+from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
+from themelio_gpu.providers import (
+    Labels,
+    LabelsMetadata,
+    Manifest,
+    ManifestFieldManager,
+    NodeTaint,
+    NodeTaintMetadata,
+    NodeTaintTaint,
+)
+from themelio_gpu.stacks.definition import KarpenterNodes, NodePool
+from themelio_gpu.stacks.pool_contract import INSTANCE_TYPE, PoolContract
+
+
+class GpuNodePool(Construct):
+    def __init__(self, scope: Construct, pool: NodePool, contract: PoolContract) -> None:
+        super().__init__(scope, logical_id("pool", pool.name))
+        self.dependables: list[Any] = []
+        TerraformOutput(self, "contract", value=self.contract_output(contract)).override_logical_id(
+            logical_id("node_pool", pool.name.replace("-", "_"))
+        )
+        provisioning = pool.provisioning
+        if provisioning.static is not None:
+            self._static(contract, provisioning.static.nodes)
+        elif provisioning.karpenter is not None:
+            self._karpenter(contract, provisioning.karpenter)
+
+    @staticmethod
+    def contract_output(contract: PoolContract) -> dict[str, Any]:
+        return {
+            "labels": dict(contract.labels),
+            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in contract.taints],
+            "kubelet_args": [
+                f"--node-labels={contract.kubelet_node_labels}",
+                f"--register-with-taints={contract.kubelet_register_with_taints}",
+            ],
+        }
+
+    def _static(self, contract: PoolContract, nodes: tuple[str, ...]) -> None:
+        # One resource per pool with for_each over its nodes: every node gets the same contract.
+        each_node = TerraformIterator.from_list(sorted(nodes))
+        labels = Labels(
+            self,
+            "labels",
+            for_each=each_node,
+            api_version="v1",
+            kind="Node",
+            metadata=LabelsMetadata(name=Token.as_string(each_node.value)),
+            labels=dict(contract.labels),
+            field_manager=FIELD_MANAGER,
+            # These keys belong to this tool; the GPU Operator writes nvidia.com/mig.config too.
+            force=True,
+        )
+        labels.override_logical_id(logical_id("node_labels", contract.name))
+        taints = NodeTaint(
+            self,
+            "taints",
+            for_each=each_node,
+            metadata=NodeTaintMetadata(name=Token.as_string(each_node.value)),
+            taint=[NodeTaintTaint(key=t.key, value=t.value, effect=t.effect) for t in contract.taints],
+            field_manager=FIELD_MANAGER,
+            force=True,
+        )
+        taints.override_logical_id(logical_id("node_taints", contract.name))
+        self.dependables.extend([labels, taints])
+
+    def _karpenter(self, contract: PoolContract, karpenter: KarpenterNodes) -> None:
+        # The instance type is a well-known label Karpenter sets itself; it goes in the requirements.
+        labels = {k: v for k, v in contract.labels.items() if k != INSTANCE_TYPE}
+        spec: dict[str, Any] = {
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeClassRef": {
+                        "group": karpenter.node_class_ref.group,
+                        "kind": karpenter.node_class_ref.kind,
+                        "name": karpenter.node_class_ref.name,
+                    },
+                    "requirements": [
+                        {"key": INSTANCE_TYPE, "operator": "In", "values": list(karpenter.instance_types)},
+                        {
+                            "key": "karpenter.sh/capacity-type",
+                            "operator": "In",
+                            "values": list(karpenter.capacity_types),
+                        },
+                    ],
+                    "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in contract.taints],
+                },
+            }
+        }
+        if karpenter.max_gpus is not None:
+            spec["limits"] = {"nvidia.com/gpu": str(karpenter.max_gpus)}
+        node_pool = Manifest(
+            self,
+            "karpenter",
+            manifest={
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": contract.name},
+                "spec": spec,
+            },
+            field_manager=ManifestFieldManager(name=FIELD_MANAGER),
+        )
+        node_pool.override_logical_id(logical_id("karpenter_node_pool", contract.name))
+        self.dependables.append(node_pool)

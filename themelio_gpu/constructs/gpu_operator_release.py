@@ -1,0 +1,29 @@
+"""The NVIDIA GPU Operator, configured to run beside the NVIDIA DRA driver (NVIDIA's documented install)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from constructs import Construct
+
+from themelio_gpu.constructs.release_settings import pinned_release
+from themelio_gpu.fleet import ClusterPlan
+from themelio_gpu.helm.values import OPERATOR_CHART
+
+
+class GpuOperatorRelease(Construct):
+    def __init__(self, scope: Construct, plan: ClusterPlan, depends_on: Sequence[Any]) -> None:
+        super().__init__(scope, "gpu_operator")
+        release = plan.definition.gpu_operator
+        self.release = pinned_release(
+            self,
+            name=OPERATOR_CHART,
+            chart=OPERATOR_CHART,
+            repository=release.repository,
+            version=release.version,
+            namespace=release.namespace,
+            timeout_seconds=release.timeout_seconds,
+            values=plan.operator_values,
+            depends_on=depends_on,
+        )

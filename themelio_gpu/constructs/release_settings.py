@@ -1,0 +1,49 @@
+"""The settings every Helm release of this tool shares: what a production install needs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from constructs import Construct
+
+from themelio_gpu.constructs.naming import logical_id
+from themelio_gpu.helm.known_values import render_values_yaml
+from themelio_gpu.providers import Release
+
+MAX_HISTORY = 10
+
+
+def pinned_release(
+    scope: Construct,
+    *,
+    name: str,
+    chart: str,
+    repository: str,
+    version: str,
+    namespace: str,
+    timeout_seconds: int,
+    values: Mapping[str, Any],
+    depends_on: Sequence[Any],
+) -> Release:
+    release = Release(
+        scope,
+        "release",
+        name=name,
+        chart=chart,
+        repository=repository,
+        version=version,
+        namespace=namespace,
+        create_namespace=True,
+        # atomic rolls a failed upgrade back (and implies wait); a half-installed GPU stack is worse.
+        atomic=True,
+        wait=True,
+        timeout=timeout_seconds,
+        cleanup_on_fail=True,
+        max_history=MAX_HISTORY,
+        # One YAML document with sorted keys, so a review shows each value on its own line.
+        values=[render_values_yaml(values)],
+        depends_on=list(depends_on) or None,
+    )
+    release.override_logical_id(logical_id(name.replace("-", "_")))
+    return release

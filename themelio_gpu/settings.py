@@ -1,0 +1,25 @@
+"""Where the app reads its input: flags first, then environment variables, then the top-level folders."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CATALOG_ENV = "THEMELIO_CATALOG"
+STACKS_DIR_ENV = "THEMELIO_STACKS_DIR"
+DEFAULT_CATALOG = Path("catalog/gpu-catalog.yaml")
+DEFAULT_STACKS_DIR = Path("stacks")
+
+
+@dataclass(frozen=True)
+class InputPaths:
+    catalog: Path
+    stacks_dir: Path
+
+
+def input_paths(catalog: str | None = None, stacks_dir: str | None = None) -> InputPaths:
+    return InputPaths(
+        catalog=Path(catalog or os.environ.get(CATALOG_ENV) or DEFAULT_CATALOG),
+        stacks_dir=Path(stacks_dir or os.environ.get(STACKS_DIR_ENV) or DEFAULT_STACKS_DIR),
+    )

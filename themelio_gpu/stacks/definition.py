@@ -1,0 +1,349 @@
+"""The shape of one cluster definition file (pydantic). Cross-file rules live in `fleet.py`."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from themelio_gpu.catalog.model import Strict
+
+_SECRET_KEY = re.compile(r"token|secret|password|passwd|credential|private|(^|_)key$|^key", re.IGNORECASE)
+_LITERAL_CREDENTIALS = ("token", "clientKey", "clientCertificate", "password", "username")
+
+
+class Component(StrEnum):
+    kube_apiserver = "kube-apiserver"
+    kube_scheduler = "kube-scheduler"
+    kube_controller_manager = "kube-controller-manager"
+    kubelet = "kubelet"
+
+
+class FeatureGate(Strict):
+    enabled: bool = True
+    components: tuple[Component, ...] = Field(
+        default=(), description="Where the gate is set; alpha gates must be on all four components"
+    )
+
+
+class FeatureGates(Strict):
+    dra_extended_resource: FeatureGate | None = Field(default=None, alias="DRAExtendedResource")
+
+
+class Kubeconfig(Strict):
+    path: str = Field(description="Kubeconfig path on the machine running Terraform, e.g. ~/.kube/config")
+    context: str
+
+
+class ExecPlugin(Strict):
+    api_version: str = Field(default="client.authentication.k8s.io/v1beta1", alias="apiVersion")
+    command: str
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict, description="Non-secret settings only, e.g. AWS_PROFILE")
+
+    @field_validator("env")
+    @classmethod
+    def _no_secrets(cls, env: dict[str, str]) -> dict[str, str]:
+        secret = sorted(name for name in env if _SECRET_KEY.search(name))
+        if secret:
+            raise ValueError(
+                f"{', '.join(secret)} look like credentials; never write a secret here. Export it in the "
+                "environment that runs Terraform: the exec plugin inherits it"
+            )
+        return env
+
+
+class ApiAccess(Strict):
+    host: str = Field(description="API server URL, e.g. https://api.gpu-east.example.com")
+    cluster_ca_certificate: str = Field(alias="clusterCaCertificate", description="PEM (public, not a secret)")
+    exec: ExecPlugin
+
+    @field_validator("cluster_ca_certificate")
+    @classmethod
+    def _pem(cls, value: str) -> str:
+        if not value.strip().startswith("-----BEGIN CERTIFICATE-----"):
+            raise ValueError("must be a PEM certificate starting with -----BEGIN CERTIFICATE-----")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _https(cls, value: str) -> str:
+        if not value.startswith("https://"):
+            raise ValueError("must be an https:// URL")
+        return value
+
+
+class Access(Strict):
+    """How Terraform reaches the cluster: a kubeconfig context, or an exec credential plugin."""
+
+    kubeconfig: Kubeconfig | None = None
+    api: ApiAccess | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_literal_credentials(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            found = [key for key in _LITERAL_CREDENTIALS if key in data]
+            if found:
+                raise ValueError(
+                    f"{', '.join(found)}: literal credentials are not allowed in a cluster definition (they would "
+                    "land in cdktf.out and in state). Use kubeconfig (path and context) or api.exec"
+                )
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Access:
+        if (self.kubeconfig is None) == (self.api is None):
+            raise ValueError("set exactly one of kubeconfig (path and context) or api (host, CA and exec plugin)")
+        return self
+
+
+# --- State backends -------------------------------------------------------------------------------------
+
+
+class LocalBackend(Strict):
+    type: Literal["local"]
+    path: str | None = Field(
+        default=None,
+        description="Relative to the stack's directory cdktf.out/stacks/<cluster>; "
+        "default ../../../terraform.<cluster>.tfstate (the project root, where cdktf keeps it)",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith(("/", "~")) or re.match(r"^[A-Za-z]:[\\/]", value)):
+            raise ValueError(
+                "must be relative to the stack directory; an absolute path breaks reproducible output"
+            )
+        return value
+
+
+class S3Backend(Strict):
+    type: Literal["s3"]
+    bucket: str
+    key: str | None = Field(default=None, description="Default themelio-gpu/<cluster>.tfstate")
+    region: str
+    encrypt: bool = True
+    use_lockfile: bool = Field(
+        default=True, alias="useLockfile", description="S3-native locking (Terraform 1.10+)"
+    )
+    dynamodb_table: str | None = Field(default=None, alias="dynamodbTable", description="Legacy DynamoDB locking")
+    profile: str | None = None
+    kms_key_id: str | None = Field(default=None, alias="kmsKeyId")
+
+
+class GcsBackend(Strict):
+    type: Literal["gcs"]
+    bucket: str
+    prefix: str | None = Field(default=None, description="Default themelio-gpu/<cluster>; locking is built in")
+
+
+class AzurermBackend(Strict):
+    type: Literal["azurerm"]
+    resource_group_name: str = Field(alias="resourceGroupName")
+    storage_account_name: str = Field(alias="storageAccountName")
+    container_name: str = Field(alias="containerName")
+    key: str | None = Field(default=None, description="Default themelio-gpu/<cluster>.tfstate; blob lease locks")
+    use_azuread_auth: bool = Field(default=True, alias="useAzureadAuth")
+
+
+class KubernetesBackend(Strict):
+    type: Literal["kubernetes"]
+    secret_suffix: str | None = Field(default=None, alias="secretSuffix", description="Default: the cluster name")
+    namespace: str = "default"
+    config_path: str | None = Field(default=None, alias="configPath")
+    config_context: str | None = Field(default=None, alias="configContext")
+    in_cluster_config: bool = Field(default=False, alias="inClusterConfig")
+
+
+class HttpBackend(Strict):
+    type: Literal["http"]
+    address: str
+    lock_address: str | None = Field(default=None, alias="lockAddress", description="Default: address")
+    unlock_address: str | None = Field(default=None, alias="unlockAddress", description="Default: address")
+    lock_method: str = Field(default="LOCK", alias="lockMethod")
+    unlock_method: str = Field(default="UNLOCK", alias="unlockMethod")
+
+    @field_validator("address", "lock_address", "unlock_address")
+    @classmethod
+    def _no_userinfo(cls, value: str | None) -> str | None:
+        if value is not None and re.match(r"^[a-z]+://[^/]*@", value):
+            raise ValueError("must not embed credentials; set TF_HTTP_USERNAME and TF_HTTP_PASSWORD instead")
+        return value
+
+
+class CloudBackend(Strict):
+    """HCP Terraform / Terraform Enterprise (`cloud` block); the token comes from `terraform login`."""
+
+    type: Literal["cloud"]
+    organization: str
+    workspace: str | None = Field(default=None, description="Default themelio-gpu-<cluster>")
+    hostname: str = "app.terraform.io"
+
+
+class RemoteBackend(Strict):
+    """The `remote` backend, for Terraform Enterprise versions and tools without the `cloud` block."""
+
+    type: Literal["remote"]
+    organization: str
+    workspace: str | None = Field(default=None, description="Default themelio-gpu-<cluster>")
+    hostname: str = "app.terraform.io"
+
+
+Backend = Annotated[
+    LocalBackend
+    | S3Backend
+    | GcsBackend
+    | AzurermBackend
+    | KubernetesBackend
+    | HttpBackend
+    | CloudBackend
+    | RemoteBackend,
+    Field(discriminator="type"),
+]
+
+
+# --- GPU node pools ----------------------------------------------------------------------------------------
+
+
+class Taint(Strict):
+    key: str
+    value: str = ""
+    effect: str = Field(description="NoSchedule, PreferNoSchedule or NoExecute")
+
+
+class MigLayout(Strict):
+    """MIG mode of a pool: one profile on every GPU, or a named MIG Manager config."""
+
+    profile: str | None = Field(default=None, description="Fill every GPU with this profile, e.g. 1g.5gb")
+    config: str | None = Field(default=None, description="A MIG Manager config name, e.g. all-balanced")
+    provides: dict[str, int] | None = Field(
+        default=None, description="Only for a custom config: the MIG devices it creates on each GPU"
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> MigLayout:
+        if (self.profile is None) == (self.config is None):
+            raise ValueError("set exactly one of profile or config")
+        if self.provides is not None and self.config is None:
+            raise ValueError("provides describes a custom config; it cannot go with profile")
+        return self
+
+
+class StaticNodes(Strict):
+    nodes: tuple[str, ...] = Field(min_length=1, description="Names of the existing nodes in this pool")
+
+
+class ProvisionedNodes(Strict):
+    """Nodes created elsewhere (cloud node group, Ansible, cloud-init): the stack outputs the contract."""
+
+
+class KarpenterNodeClassRef(Strict):
+    group: str = "karpenter.k8s.aws"
+    kind: str = "EC2NodeClass"
+    name: str
+
+
+class KarpenterNodes(Strict):
+    node_class_ref: KarpenterNodeClassRef = Field(alias="nodeClassRef")
+    instance_types: tuple[str, ...] = Field(alias="instanceTypes", min_length=1)
+    capacity_types: tuple[Literal["on-demand", "spot", "reserved"], ...] = Field(
+        default=("on-demand",), alias="capacityTypes"
+    )
+    max_gpus: int | None = Field(
+        default=None, alias="maxGpus", gt=0, description="NodePool limit on nvidia.com/gpu"
+    )
+
+
+class Provisioning(Strict):
+    static: StaticNodes | None = None
+    provisioned: ProvisionedNodes | None = None
+    karpenter: KarpenterNodes | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Provisioning:
+        if sum(x is not None for x in (self.static, self.provisioned, self.karpenter)) != 1:
+            raise ValueError("set exactly one of static (known node names), provisioned or karpenter")
+        return self
+
+
+class NodePool(Strict):
+    name: str
+    product: str = Field(description="Key of the GPU product table, e.g. a100-40gb")
+    instance_type: str = Field(default="gpu", alias="instanceType", description="node.kubernetes.io/instance-type")
+    gpus_per_node: int = Field(alias="gpusPerNode", gt=0, le=16)
+    mig: MigLayout | None = Field(default=None, description="Omit for whole GPUs (MIG disabled)")
+    dra: bool = Field(default=True, description="Allocate through the NVIDIA DRA driver (else the device plugin)")
+    taints: tuple[Taint, ...] | None = Field(
+        default=None, description="Default: nvidia.com/gpu=present:NoSchedule"
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels of this pool")
+    provisioning: Provisioning
+
+
+# --- Helm releases -------------------------------------------------------------------------------------------
+
+
+class GpuOperatorRelease(Strict):
+    version: str = "v26.3.3"
+    repository: str = "https://helm.ngc.nvidia.com/nvidia"
+    namespace: str = "gpu-operator"
+    timeout_seconds: int = Field(default=900, alias="timeoutSeconds", gt=0)
+    values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
+
+
+class DraDriverRelease(Strict):
+    chart: Literal["dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"] = "dra-driver-nvidia-gpu"
+    version: str = "0.4.1"
+    repository: str = "oci://registry.k8s.io/dra-driver-nvidia/charts"
+    namespace: str = "nvidia-dra-driver-gpu"
+    compute_domains: bool = Field(default=False, alias="computeDomains", description="ComputeDomains (MNNVL/IMEX)")
+    upgrade_from_25x: bool = Field(
+        default=False,
+        alias="upgradeFrom25x",
+        description="Keep resource names of an existing nvidia-dra-driver-gpu 25.x release (nameOverride)",
+    )
+    timeout_seconds: int = Field(default=600, alias="timeoutSeconds", gt=0)
+    values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
+
+
+class CatalogConfigMap(Strict):
+    namespace: str = "themelio-system"
+    name: str = "themelio-gpu-catalog"
+
+
+class ClusterDefinition(Strict):
+    schema_ref: str | None = Field(default=None, alias="$schema")
+    name: str = Field(description="Cluster and stack name: what `cdktf deploy <name>` takes")
+    kubernetes_version: str = Field(alias="kubernetesVersion", description="Control plane version, e.g. 1.34")
+    feature_gates: FeatureGates = Field(default=FeatureGates(), alias="featureGates")
+    access: Access
+    backend: Backend
+    offerings: tuple[str, ...] = Field(min_length=1, description="Catalog names this cluster serves")
+    serve_migration_aliases: bool = Field(
+        default=True, alias="serveMigrationAliases", description="Set false once the cluster's migration is done"
+    )
+    host_driver: bool = Field(
+        default=False, alias="hostDriver", description="Nodes have a preinstalled NVIDIA driver and toolkit"
+    )
+    karpenter: bool = Field(default=False, description="Karpenter (karpenter.sh/v1) is installed")
+    node_pools: tuple[NodePool, ...] = Field(alias="nodePools", min_length=1)
+    gpu_operator: GpuOperatorRelease = Field(default=GpuOperatorRelease(), alias="gpuOperator")
+    dra_driver: DraDriverRelease = Field(default=DraDriverRelease(), alias="draDriver")
+    catalog_config_map: CatalogConfigMap | None = Field(
+        default=None, alias="catalogConfigMap", description="Also publish the catalog outputs as a ConfigMap"
+    )
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not re.fullmatch(r"v?1\.\d{1,2}(\.\d+)?", value):
+            raise ValueError(f"{value!r} is not a Kubernetes version like 1.34 or 1.34.2")
+        return value.removeprefix("v")
+
+    @property
+    def minor_version(self) -> int:
+        return int(self.kubernetes_version.split(".")[1])

@@ -1,0 +1,190 @@
+"""The label and taint contract of a GPU node pool, computed in one place.
+
+Everything that steers GPU work reads these labels: the catalog's default node selectors (and so the
+gpuLabel allow-list), the GPU Operator (MIG Manager), the DRA kubelet plugin's node selector, Karpenter
+NodePools and the kubelet flags of provisioned nodes. See README "Label contract".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from themelio_gpu import k8s_names
+from themelio_gpu.catalog.products import (
+    GpuProduct,
+    mig_config_for_profile,
+    named_mig_layout,
+)
+from themelio_gpu.stacks.definition import NodePool
+
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+GPU_PRESENT = "nvidia.com/gpu"
+ACCELERATOR = "accelerator"
+MIG_ENABLED = "mig_enabled"
+MIG_PROFILE = "mig_profile"
+MIG_CONFIG = "nvidia.com/mig.config"
+DRA_KUBELET_PLUGIN = "nvidia.com/dra-kubelet-plugin"
+DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
+POOL = "gpu.themelio.io/pool"
+
+OWNED_LABEL_KEYS = (
+    INSTANCE_TYPE,
+    GPU_PRESENT,
+    ACCELERATOR,
+    MIG_ENABLED,
+    MIG_PROFILE,
+    MIG_CONFIG,
+    DRA_KUBELET_PLUGIN,
+    DEPLOY_DEVICE_PLUGIN,
+    POOL,
+)
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+DEFAULT_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
+
+
+@dataclass(frozen=True)
+class TaintSpec:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True)
+class PoolContract:
+    name: str
+    product: GpuProduct
+    labels: Mapping[str, str]
+    taints: tuple[TaintSpec, ...]
+    mig_devices: Mapping[str, int] | None
+    """MIG devices per GPU, or None when MIG is off (the pool publishes whole GPUs)."""
+    gpus_per_node: int
+    dra: bool
+
+    @property
+    def kubelet_node_labels(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.labels.items())
+
+    @property
+    def kubelet_register_with_taints(self) -> str:
+        return ",".join(str(t) for t in self.taints)
+
+    def provides_whole(self) -> bool:
+        return self.mig_devices is None
+
+    def provides_mig(self, profile: str) -> bool:
+        return self.mig_devices is not None and self.mig_devices.get(profile, 0) > 0
+
+    def devices_per_node(self) -> Mapping[str, int]:
+        """Allocatable units per node: `gpu` for whole GPUs, or one entry per MIG profile."""
+        if self.mig_devices is None:
+            return MappingProxyType({"gpu": self.gpus_per_node})
+        return MappingProxyType({p: n * self.gpus_per_node for p, n in sorted(self.mig_devices.items())})
+
+
+def pool_contract(
+    pool: NodePool, product: GpuProduct, device_plugin_in_cluster: bool, problems: list[tuple[str, str]]
+) -> PoolContract:
+    """The pool's contract; problems are appended as (field, message)."""
+    mig_devices: Mapping[str, int] | None = None
+    mig_config: str | None = None
+    mig_profile_label: str | None = None
+    if pool.mig is not None:
+        if not product.supports_mig:
+            problems.append(("mig", f"{product.display_name} has no MIG support; remove mig for this pool"))
+        elif pool.mig.profile is not None:
+            if pool.mig.profile not in product.mig_profiles:
+                problems.append(
+                    (
+                        "mig.profile",
+                        f"{product.display_name} has no MIG profile {pool.mig.profile!r}; "
+                        f"valid: {', '.join(product.mig_profiles)}",
+                    )
+                )
+            else:
+                mig_devices = MappingProxyType({pool.mig.profile: product.mig_profiles[pool.mig.profile]})
+                mig_config = mig_config_for_profile(pool.mig.profile)
+                mig_profile_label = pool.mig.profile.replace("+", ".")
+        elif pool.mig.config is not None:
+            mig_config = mig_profile_label = pool.mig.config
+            if pool.mig.provides is not None:
+                unknown = sorted(set(pool.mig.provides) - set(product.mig_profiles))
+                if unknown:
+                    problems.append(
+                        ("mig.provides", f"{product.display_name} has no MIG profile {', '.join(unknown)}")
+                    )
+                mig_devices = MappingProxyType(dict(sorted(pool.mig.provides.items())))
+            else:
+                mig_devices = named_mig_layout(product, pool.mig.config)
+                if mig_devices is None:
+                    valid = ["all-balanced", *(mig_config_for_profile(p) for p in product.mig_profiles)]
+                    problems.append(
+                        (
+                            "mig.config",
+                            f"{pool.mig.config!r} is not a default MIG Manager config for {product.display_name}"
+                            f" (valid: {', '.join(valid)}); for a custom config also say what it provides",
+                        )
+                    )
+                elif not mig_devices:
+                    problems.append(
+                        ("mig.config", "all-enabled creates no MIG devices: the pool would serve nothing")
+                    )
+
+    labels: dict[str, str] = {
+        INSTANCE_TYPE: pool.instance_type,
+        GPU_PRESENT: "true",
+        ACCELERATOR: product.accelerator,
+        MIG_ENABLED: "true" if pool.mig is not None else "false",
+        POOL: pool.name,
+    }
+    if mig_profile_label is not None:
+        labels[MIG_PROFILE] = mig_profile_label
+    if product.supports_mig:
+        # Explicit all-disabled keeps MIG Manager from acting on a leftover config label.
+        labels[MIG_CONFIG] = mig_config or "all-disabled"
+    if pool.dra:
+        labels[DRA_KUBELET_PLUGIN] = "true"
+        if device_plugin_in_cluster:
+            # The same resource name must never come from a device plugin and DRA on one node.
+            labels[DEPLOY_DEVICE_PLUGIN] = "false"
+    for key, value in pool.labels.items():
+        if key in labels or key in OWNED_LABEL_KEYS:
+            problems.append((f"labels[{key}]", f"{key} is part of the label contract this tool sets; remove it"))
+            continue
+        for message in k8s_names.qualified_name(key):
+            problems.append((f"labels[{key}]", message))
+        labels[key] = value
+    for key, value in labels.items():
+        for message in k8s_names.label_value(value):
+            field = {INSTANCE_TYPE: "instanceType", POOL: "name"}.get(key, f"labels[{key}]")
+            problems.append((field, f"{key}: {message}"))
+
+    taints: list[TaintSpec] = []
+    given = pool.taints if pool.taints is not None else ()
+    for index, taint in enumerate(given):
+        for message in k8s_names.qualified_name(taint.key) + k8s_names.label_value(taint.value):
+            problems.append((f"taints[{index}]", message))
+        if taint.effect not in TAINT_EFFECTS:
+            problems.append(
+                (
+                    f"taints[{index}].effect",
+                    f"{taint.effect!r} is not a taint effect; use one of {', '.join(TAINT_EFFECTS)}",
+                )
+            )
+        taints.append(TaintSpec(taint.key, taint.value, taint.effect))
+    if pool.taints is None:
+        taints.append(TaintSpec(*DEFAULT_TAINT))
+
+    return PoolContract(
+        name=pool.name,
+        product=product,
+        labels=MappingProxyType(dict(sorted(labels.items()))),
+        taints=tuple(taints),
+        mig_devices=mig_devices,
+        gpus_per_node=pool.gpus_per_node,
+        dra=pool.dra,
+    )

@@ -1,0 +1,44 @@
+"""Synthesis with progress and a summary table (what `main.py` and `check` run)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from themelio_gpu.fleet import Fleet
+
+
+def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.stderr) -> None:
+    # Imported here: the provider bindings take seconds to load, and commands that only read YAML
+    # (catalog validate, match) should not pay for them.
+    from themelio_gpu.app import build_app
+
+    app = build_app(fleet, outdir)
+    total = len(fleet.clusters)
+    if progress is not None:
+        for index, plan in enumerate(fleet.clusters, start=1):
+            print(f"[{index}/{total}] {plan.name}: {len(plan.device_classes)} DeviceClasses", file=progress)
+    app.synth()
+
+
+def summary_table(fleet: Fleet) -> str:
+    header = ("cluster", "k8s", "offerings", "DeviceClasses", "pools", "releases", "backend")
+    rows = [header]
+    for plan in fleet.clusters:
+        releases = "gpu-operator" + (", dra-driver" if plan.dra_enabled else "")
+        rows.append(
+            (
+                plan.name,
+                plan.definition.kubernetes_version,
+                str(len(plan.offerings)),
+                str(len(plan.device_classes)),
+                str(len(plan.pools)),
+                releases,
+                plan.definition.backend.type,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
