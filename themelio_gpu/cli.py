@@ -1,16 +1,32 @@
-"""Command-line entry points. Bad input ends in a list of `file: location: message` lines, never a traceback."""
+"""Command-line entry points. Bad input ends in a list of `file: location: message` lines, never a traceback.
+
+Exit codes: 0 success, 1 a check found a problem (drift, preflight, match), 2 bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from themelio_gpu.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.catalog.contracts import (
+    gpu_labels_config,
+    kubeflow_spawner_gpus,
+    resource_quota,
+    waldur_backend_components,
+    waldur_quota_mapping,
+)
+from themelio_gpu.catalog.products import PRODUCTS
 from themelio_gpu.fleet import Fleet, load_fleet
-from themelio_gpu.problems import InputError
+from themelio_gpu.problems import InputError, Problems
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, input_paths
+from themelio_gpu.yaml_input import display_path
+from themelio_gpu.yaml_output import dump_yaml
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -30,6 +46,15 @@ def _load(args: argparse.Namespace) -> Fleet:
     return load_fleet(paths.catalog, paths.stacks_dir)
 
 
+def _load_catalog(args: argparse.Namespace) -> Catalog:
+    path = input_paths(args.catalog, None).catalog
+    problems = Problems()
+    catalog = load_catalog(path, problems, display_path(path))
+    problems.raise_if_any()
+    assert catalog is not None
+    return catalog
+
+
 def report_input_errors(run: Callable[[], int]) -> int:
     try:
         return run()
@@ -40,20 +65,222 @@ def report_input_errors(run: Callable[[], int]) -> int:
         return EXIT_BAD_INPUT
 
 
-def synth_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="main.py", description="Synthesize one Terraform stack per cluster.")
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# --- synth -------------------------------------------------------------------------------------------------
+
+
+def _synth_parser(parser: argparse.ArgumentParser) -> None:
     _add_input_flags(parser)
     parser.add_argument("--outdir", help="output folder (default: $CDKTF_OUTDIR or cdktf.out)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines or summary")
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from themelio_gpu.synth import summary_table, synthesize
+
+    fleet = _load(args)
+    synthesize(fleet, Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout)
+    if not args.quiet:
+        print(summary_table(fleet))
+    return EXIT_OK
+
+
+def synth_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="main.py", description="Synthesize one Terraform stack per cluster.")
+    _synth_parser(parser)
     args = parser.parse_args(argv)
+    return report_input_errors(lambda: _synth(args))
 
-    def run() -> int:
-        from themelio_gpu.synth import summary_table, synthesize
 
-        fleet = _load(args)
-        synthesize(fleet, Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stderr)
-        if not args.quiet:
-            print(summary_table(fleet), file=sys.stderr)
-        return EXIT_OK
+# --- validate / catalog ------------------------------------------------------------------------------------
 
-    return report_input_errors(run)
+
+def _validate(args: argparse.Namespace) -> int:
+    fleet = _load(args)
+    print(f"OK: {len(fleet.catalog.offerings)} offerings, {len(fleet.clusters)} clusters")
+    return EXIT_OK
+
+
+def _catalog_validate(args: argparse.Namespace) -> int:
+    catalog = _load_catalog(args)
+    print(f"OK: {catalog.file}: {len(catalog.offerings)} offerings")
+    return EXIT_OK
+
+
+def _catalog_show(args: argparse.Namespace) -> int:
+    fleet = _load(args)
+    rows = [
+        ("extended resource name", "DeviceClass", "product", "MIG", "quota key", "state", "aliases", "clusters")
+    ]
+    for o in fleet.catalog:
+        rows.append(
+            (
+                o.name,
+                o.device_class + (" (chart)" if o.served_by.value == "dra-driver-chart" else ""),
+                o.product.key if o.product else "any",
+                o.mig_profile or "-",
+                o.quota_key,
+                o.lifecycle.value,
+                ", ".join(a.name for a in o.aliases) or "-",
+                ", ".join(fleet.clusters_serving(o.name)) or "-",
+            )
+        )
+    print(_table(rows))
+    print()
+    products = [("product", "NVML productName", "memory", "architecture", "MIG profiles (max per GPU)")]
+    for p in PRODUCTS.values():
+        mig = ", ".join(f"{name} x{count}" for name, count in p.mig_profiles.items()) or "no MIG"
+        products.append((p.key, " | ".join(p.product_names), f"{p.memory_gib} GB", p.architecture, mig))
+    print(_table(products))
+    return EXIT_OK
+
+
+CONTRACT_FILES: dict[str, Callable[[Catalog], Any]] = {
+    "waldur-quota-mapping.yaml": waldur_quota_mapping,
+    "waldur-backend-components.yaml": waldur_backend_components,
+    "kubeflow-spawner-gpus.yaml": kubeflow_spawner_gpus,
+    "gpu-labels.yaml": gpu_labels_config,
+}
+
+
+def contract_files(catalog: Catalog) -> dict[str, str]:
+    return {name: dump_yaml(make(catalog)) for name, make in CONTRACT_FILES.items()}
+
+
+def _catalog_export(args: argparse.Namespace) -> int:
+    catalog = _load_catalog(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in contract_files(catalog).items():
+        (out / name).write_text(text, encoding="utf-8")
+        print(f"wrote {display_path(out / name)}")
+    return EXIT_OK
+
+
+def _catalog_quota(args: argparse.Namespace) -> int:
+    catalog = _load_catalog(args)
+    problems = Problems()
+    limits: dict[str, int] = {}
+    for item in args.limits:
+        name, _, count = item.partition("=")
+        if catalog.find(name) is None:
+            problems.add("command line", item, f"{name} is not in the catalog")
+        elif not count.isdigit():
+            problems.add("command line", item, "write NAME=COUNT with a whole number")
+        else:
+            limits[name] = int(count)
+    problems.raise_if_any()
+    print(dump_yaml(resource_quota(args.namespace, limits)), end="")
+    return EXIT_OK
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from themelio_gpu.schemas import schema_texts
+
+    for path, text in schema_texts().items():
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+# --- match / check / preflight -----------------------------------------------------------------------------
+
+
+def _match(args: argparse.Namespace) -> int:
+    from themelio_gpu.cluster_match import match_command
+
+    return match_command(_load(args), Path(args.slices), args.cluster, args.json)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from themelio_gpu.drift import compare_folders, render_diff
+    from themelio_gpu.synth import synthesize
+
+    fleet = _load(args)
+    against = Path(args.against)
+    with tempfile.TemporaryDirectory(prefix="themelio-check-") as tmp:
+        synthesize(fleet, Path(tmp), progress=None)
+        diff = compare_folders(against, Path(tmp))
+    print(render_diff(diff, display_path(against)))
+    return EXIT_OK if diff.identical else EXIT_FAILED
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    from themelio_gpu.preflight import run_preflight
+
+    fleet = _load(args)
+    plan = fleet.cluster(args.cluster)
+    if plan is None:
+        problems = Problems()
+        known = ", ".join(c.name for c in fleet.clusters)
+        problems.add("command line", args.cluster, f"no cluster of that name; known: {known}")
+        problems.raise_if_any()
+    assert plan is not None
+    return run_preflight(plan, sys.stdout, kubeconfig=args.kubeconfig, context=args.context)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m themelio_gpu", description="Themelio GPU stacks")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    synth = commands.add_parser("synth", help="synthesize every cluster (what main.py does)")
+    _synth_parser(synth)
+    synth.set_defaults(run=_synth)
+
+    validate = commands.add_parser("validate", help="check the catalog and every cluster definition")
+    _add_input_flags(validate)
+    validate.set_defaults(run=_validate)
+
+    catalog = commands.add_parser("catalog", help="the GPU catalog").add_subparsers(
+        dest="catalog_command", required=True
+    )
+    cv = catalog.add_parser("validate", help="check the catalog file alone")
+    _add_input_flags(cv)
+    cv.set_defaults(run=_catalog_validate)
+    cs = catalog.add_parser("show", help="offerings, products, MIG profiles, quota keys, clusters")
+    _add_input_flags(cs)
+    cs.set_defaults(run=_catalog_show)
+    ce = catalog.add_parser("export", help="write the Waldur, Kubeflow and gpuLabel files")
+    _add_input_flags(ce)
+    ce.add_argument("--out", default="catalog/generated", help="folder to write (default: catalog/generated)")
+    ce.set_defaults(run=_catalog_export)
+    cq = catalog.add_parser("quota", help="a ResourceQuota named the way Waldur names it")
+    _add_input_flags(cq)
+    cq.add_argument("--namespace", required=True)
+    cq.add_argument("limits", nargs="+", metavar="NAME=COUNT", help="e.g. nvidia.com/a100=4")
+    cq.set_defaults(run=_catalog_quota)
+
+    schema = commands.add_parser("schema", help="rewrite the JSON Schemas of the catalog and cluster files")
+    schema.set_defaults(run=_schema)
+
+    match = commands.add_parser("match", help="which devices each offering's DeviceClass selects (offline)")
+    _add_input_flags(match)
+    match.add_argument("--slices", required=True, help="kubectl get resourceslices -o json (or -o yaml) output")
+    match.add_argument("--cluster", help="cluster whose classes to use (default: every offering in the catalog)")
+    match.add_argument("--json", action="store_true", help="print the report as JSON")
+    match.set_defaults(run=_match)
+
+    check = commands.add_parser("check", help="exit 1 when the synthesized output differs from a folder")
+    _add_input_flags(check)
+    check.add_argument("--against", default="cdktf.out", help="committed synthesized output (default: cdktf.out)")
+    check.set_defaults(run=_check)
+
+    preflight = commands.add_parser("preflight", help="read-only checks of a live cluster against its definition")
+    _add_input_flags(preflight)
+    preflight.add_argument("cluster")
+    preflight.add_argument("--kubeconfig", help="override the definition's kubeconfig path")
+    preflight.add_argument("--context", help="override the definition's kubeconfig context")
+    preflight.set_defaults(run=_preflight)
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    return report_input_errors(lambda: run(args))

@@ -25,6 +25,7 @@ from themelio_gpu.yaml_input import display_path, load_yaml_file, validate_model
 
 ALL_COMPONENTS = tuple(Component)
 
+
 @dataclass(frozen=True)
 class DeviceClassSpec:
     name: str
@@ -32,6 +33,7 @@ class DeviceClassSpec:
     selector: str
     offering: str
     is_alias: bool
+
 
 @dataclass(frozen=True)
 class ClusterPlan:
@@ -54,6 +56,7 @@ class ClusterPlan:
     def dra_enabled(self) -> bool:
         return self.dra_values is not None
 
+
 @dataclass(frozen=True)
 class Fleet:
     catalog: Catalog
@@ -65,6 +68,7 @@ class Fleet:
     def clusters_serving(self, offering: str) -> tuple[str, ...]:
         return tuple(c.name for c in self.clusters if any(o.name == offering for o in c.offerings))
 
+
 def cluster_definition_files(stacks_dir: Path, problems: Problems) -> list[Path]:
     shown = display_path(stacks_dir)
     if not stacks_dir.is_dir():
@@ -74,6 +78,7 @@ def cluster_definition_files(stacks_dir: Path, problems: Problems) -> list[Path]
     if not files:
         problems.add(shown, "", "no cluster definitions (*.yaml) in this folder")
     return files
+
 
 def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
     """The checked fleet; raises InputError listing every problem in every file."""
@@ -104,6 +109,7 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
     problems.raise_if_any()
     assert catalog is not None  # no problems means the catalog loaded
     return Fleet(catalog=catalog, clusters=tuple(sorted(plans, key=lambda p: p.name)))
+
 
 def plan_cluster(
     catalog: Catalog, cluster: ClusterDefinition, file: str, problems: Problems
@@ -173,10 +179,12 @@ def plan_cluster(
         dra_values=dra_values,
     )
 
+
 def _namespace_problems(namespace: str) -> list[str]:
     if namespace == "default":
         return ["the DRA driver chart refuses the default namespace; use e.g. nvidia-dra-driver-gpu"]
     return k8s_names.dns1123_label(namespace)
+
 
 def _served_offerings(
     catalog: Catalog, cluster: ClusterDefinition, file: str, problems: Problems
@@ -200,6 +208,7 @@ def _served_offerings(
         else:
             served[name] = offering
     return tuple(served[n] for n in sorted(served))
+
 
 def _pool_contracts(cluster: ClusterDefinition, file: str, problems: Problems) -> tuple[PoolContract, ...]:
     device_plugin = any(not p.dra for p in cluster.node_pools)
@@ -243,6 +252,7 @@ def _pool_contracts(cluster: ClusterDefinition, file: str, problems: Problems) -
         contracts.append(contract)
     return tuple(contracts)
 
+
 def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Problems) -> None:
     """resource.k8s.io/v1 needs 1.34; extendedResourceName needs DRAExtendedResource (KEP-5004)."""
     minor = cluster.minor_version
@@ -274,10 +284,12 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
             + (" (it cannot be turned off)" if minor >= 37 else ""),
         )
 
+
 def _device_plugin_name(offering_mig_profile: str | None) -> str:
     if offering_mig_profile is None:
         return "nvidia.com/gpu"
     return f"nvidia.com/mig-{mig_profile_resource_spelling(offering_mig_profile)}"
+
 
 def _check_coverage(
     cluster: ClusterDefinition,
@@ -315,6 +327,7 @@ def _check_coverage(
             index = cluster.offerings.index(offering.name)
             problems.add(file, f"offerings[{index}]", f"no node pool can provide {offering.name}: {detail}")
 
+
 def _merged_values(
     chart: str,
     version: str,
@@ -338,5 +351,3 @@ def _merged_values(
             file, f"{where}.version", f"chart {chart} {version} has no key {item.path}, which this tool sets"
         )
     return deep_merge(derived, overrides)
-
-__all__ = ["ClusterPlan", "DeviceClassSpec", "Fleet", "format_location", "load_fleet"]

@@ -9,7 +9,7 @@ from typing import TextIO
 from themelio_gpu.fleet import Fleet
 
 
-def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.stderr) -> None:
+def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.stdout) -> None:
     # Imported here: the provider bindings take seconds to load, and commands that only read YAML
     # (catalog validate, match) should not pay for them.
     from themelio_gpu.app import build_app

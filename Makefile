@@ -1,0 +1,50 @@
+# The README's two commands are `make synth` and `make test`; both install what is missing first.
+SHELL := /bin/bash
+export PIPENV_VENV_IN_PROJECT := 1
+export PIPENV_NOSPIN := 1
+export PIPENV_VERBOSITY := -1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CHECKPOINT_DISABLE := 1
+PIPENV := $(shell command -v pipenv 2>/dev/null || echo python3 -m pipenv)
+
+.PHONY: setup synth synth-python test lint snapshots bench schemas lock
+
+.venv/.synced: Pipfile.lock
+	@command -v pipenv >/dev/null 2>&1 || python3 -m pipenv --version >/dev/null 2>&1 || python3 -m pip install --quiet pipenv
+	$(PIPENV) sync --dev
+	@touch $@
+
+node_modules/.synced: package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+setup: .venv/.synced node_modules/.synced
+
+# Main job: synthesize the example fleet with the CDKTF CLI, as GitOps pipelines do.
+synth: setup
+	npx cdktf synth
+
+# The same synthesis without the CDKTF CLI (what the CLI runs, per cdktf.json).
+synth-python: .venv/.synced
+	$(PIPENV) run python main.py
+
+lint: .venv/.synced
+	$(PIPENV) run ruff check .
+	$(PIPENV) run ruff format --check .
+	$(PIPENV) run mypy
+
+test: lint
+	$(PIPENV) run pytest
+
+# Rewrites the snapshot files; read `git diff tests/snapshots` before committing.
+snapshots: .venv/.synced
+	$(PIPENV) run pytest --update-snapshots tests/test_stacks.py tests/test_contracts.py
+
+schemas: .venv/.synced
+	$(PIPENV) run python -m themelio_gpu schema
+
+bench: .venv/.synced
+	$(PIPENV) run python scripts/benchmark.py
+
+lock:
+	./scripts/lock.sh

@@ -1,0 +1,9 @@
+"""`python -m themelio_gpu <command>`: see `themelio_gpu.cli`."""
+
+from __future__ import annotations
+
+import sys
+
+from themelio_gpu.cli import main
+
+sys.exit(main(sys.argv[1:]))
