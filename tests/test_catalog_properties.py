@@ -1,0 +1,125 @@
+"""Property-based: any catalog, valid or malformed, yields a catalog or clear problems, never a traceback."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from themelio_gpu.catalog.catalog import resolve_catalog
+from themelio_gpu.catalog.model import CatalogFile
+from themelio_gpu.catalog.products import PRODUCTS
+from themelio_gpu.problems import Problems
+from themelio_gpu.yaml_input import parse_yaml_text, validate_model
+
+FILE = "catalog.yaml"
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))
+json_like = st.recursive(
+    scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+names = st.one_of(
+    st.text(max_size=70),
+    st.from_regex(r"[a-z]{1,8}\.(com|io)/[a-zA-Z0-9._+-]{0,70}", fullmatch=True),
+    st.sampled_from(["nvidia.com/gpu", "nvidia.com/a100", "requests.nvidia.com/x", "a.kubernetes.io/x"]),
+)
+offering_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "deviceClass": st.one_of(
+            st.text(max_size=70), st.sampled_from(["gpu.nvidia.com", "x.themelio.io"]), json_like
+        ),
+        "servedBy": st.one_of(st.sampled_from(["catalog", "dra-driver-chart", "other"]), json_like),
+        "product": st.one_of(st.sampled_from([*PRODUCTS, "nope"]), json_like),
+        "migProfile": st.one_of(st.sampled_from(["1g.5gb", "1g.10gb+me", "9g.1gb"]), json_like),
+        "displayName": st.one_of(st.text(max_size=20), json_like),
+        "quota": st.one_of(
+            st.fixed_dictionaries(
+                {"waldurComponent": st.one_of(st.from_regex(r"[a-z_]{1,10}", fullmatch=True), st.text())}
+            ),
+            json_like,
+        ),
+        "kubeflow": st.one_of(st.fixed_dictionaries({"uiName": st.text(max_size=10)}), json_like),
+        "lifecycle": st.one_of(st.sampled_from(["active", "deprecated"]), json_like),
+        "aliases": st.one_of(
+            st.lists(
+                st.fixed_dictionaries({"name": names}, optional={"deviceClass": st.text(max_size=20)}), max_size=3
+            ),
+            json_like,
+        ),
+        "constraints": st.one_of(
+            st.fixed_dictionaries(
+                {}, optional={"minMemory": st.text(max_size=8), "minDriverVersion": st.text(max_size=8)}
+            ),
+            json_like,
+        ),
+        "typo": json_like,
+    },
+)
+catalogs = st.one_of(
+    json_like,
+    st.fixed_dictionaries(
+        {"offerings": st.dictionaries(names, st.one_of(offering_fields, json_like), max_size=5)}
+    ),
+)
+
+
+def check(data: Any) -> None:
+    problems = Problems()
+    model = validate_model(CatalogFile, data, FILE, problems)
+    catalog = resolve_catalog(model, FILE, problems) if model is not None else None
+    if catalog is None:
+        assert problems, "a rejected catalog must say why"
+    else:
+        assert not problems
+    for problem in problems:
+        assert problem.file == FILE
+        assert problem.message.strip()
+        assert "Traceback" not in problem.message
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalogs)
+def test_any_structure_gives_a_catalog_or_clear_problems(data: Any) -> None:
+    check(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_any_text_gives_yaml_or_a_located_syntax_problem(text: str) -> None:
+    problems = Problems()
+    data = parse_yaml_text(text, FILE, problems)
+    if problems:
+        assert data is None
+        assert all(p.message.startswith("invalid YAML") for p in problems)
+    else:
+        check(data)
+
+
+VALID = {
+    "offerings": {
+        "nvidia.com/a100": {
+            "deviceClass": "a100.gpu.themelio.io",
+            "product": "a100-40gb",
+            "displayName": "A100",
+            "quota": {"waldurComponent": "gpu_a100"},
+        }
+    }
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["deviceClass", "product", "displayName", "quota"]), json_like)
+def test_one_corrupted_field_is_reported_at_that_field(field: str, value: Any) -> None:
+    data = copy.deepcopy(VALID)
+    data["offerings"]["nvidia.com/a100"][field] = value
+    problems = Problems()
+    model = validate_model(CatalogFile, data, FILE, problems)
+    catalog = resolve_catalog(model, FILE, problems) if model is not None else None
+    if catalog is None:
+        assert any(field in p.location for p in problems), [str(p) for p in problems]

@@ -1,0 +1,211 @@
+"""Helm releases of the GPU Operator and the DRA driver: derived values, overrides, release settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.builders import cluster, fleet_of, problems_of
+from tests.conftest import SHARED_NVIDIA
+from themelio_gpu.fleet import ClusterPlan, Fleet
+from themelio_gpu.helm.known_values import iter_value_paths, parse_path
+
+StackJson = Callable[[str], dict[str, Any]]
+REAL_VALUES = {
+    ("gpu-operator", "v26.3.3"): "gpu-operator_v26.3.3_values.yaml",
+    ("gpu-operator", "v26.7.0"): "gpu-operator_v26.7.0_values.yaml",
+    ("dra-driver-nvidia-gpu", "0.4.1"): "dra-driver-nvidia-gpu_chart-0.4.1_values.yaml",
+    ("nvidia-dra-driver-gpu", "25.12.0"): "nvidia-dra-driver-gpu_chart-25.12.0_values.yaml",
+}
+
+
+def _real_values(chart: str, version: str) -> dict[str, Any]:
+    path = SHARED_NVIDIA / REAL_VALUES[(chart, version)]
+    assert path.exists(), f"{path} is missing: CI needs ../shared beside the checkout"
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _exists(values: dict[str, Any], path: str) -> bool:
+    node: Any = values
+    for key in parse_path(path):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def _derived_paths(plan: ClusterPlan, values: dict[str, Any], user: dict[str, Any]) -> list[str]:
+    user_paths = set(iter_value_paths(user))
+    return [
+        p
+        for p in iter_value_paths(values)
+        if p not in user_paths and not any(p.startswith(u + ".") for u in user_paths)
+    ]
+
+
+@pytest.mark.parametrize("operator_version", ["v26.3.3", "v26.7.0"])
+def test_every_operator_key_the_project_sets_exists_in_the_real_chart(
+    example_fleet: Fleet, tmp_path: Path, operator_version: str
+) -> None:
+    real = _real_values("gpu-operator", operator_version)
+    for plan in example_fleet.clusters:
+        paths = _derived_paths(plan, dict(plan.operator_values), plan.definition.gpu_operator.values)
+        missing = [p for p in paths if not _exists(real, p) and not p.startswith("driver.manager.env")]
+        assert not missing, f"{plan.name}: {missing}"
+        assert _exists(real, "driver.manager.env")
+
+
+@pytest.mark.parametrize(
+    ("chart", "version"), [("dra-driver-nvidia-gpu", "0.4.1"), ("nvidia-dra-driver-gpu", "25.12.0")]
+)
+def test_every_dra_key_the_project_sets_exists_in_the_real_chart(
+    example_fleet: Fleet, chart: str, version: str
+) -> None:
+    real = _real_values(chart, version)
+    for plan in example_fleet.clusters:
+        assert plan.dra_values is not None
+        paths = _derived_paths(plan, dict(plan.dra_values), plan.definition.dra_driver.values)
+        # Open maps (nodeSelector) and lists (tolerations) are the chart's own extension points.
+        missing = [
+            p
+            for p in paths
+            if not _exists(real, p)
+            and not p.startswith(("kubeletPlugin.nodeSelector.", "kubeletPlugin.tolerations"))
+        ]
+        assert not missing, f"{plan.name}: {missing}"
+
+
+def test_dra_cluster_with_mig_and_operator_driver(example_fleet: Fleet) -> None:
+    plan = example_fleet.cluster("gpu-east")
+    assert plan is not None and plan.dra_values is not None
+    assert dict(plan.operator_values) == {
+        "cdi": {"enabled": True},
+        "devicePlugin": {"enabled": False},
+        "driver": {
+            "enabled": True,
+            "manager": {
+                "env": [{"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": "nvidia.com/dra-kubelet-plugin"}]
+            },
+        },
+        "mig": {"strategy": "mixed"},
+        "migManager": {"enabled": True},
+        "toolkit": {"enabled": True},
+    }
+    assert plan.dra_values["nvidiaDriverRoot"] == "/run/nvidia/driver"
+    assert plan.dra_values["gpuResourcesEnabledOverride"] is True
+    assert plan.dra_values["resourceApiVersion"] == "resource.k8s.io/v1"
+    assert plan.dra_values["kubeletPlugin"]["nodeSelector"] == {"nvidia.com/dra-kubelet-plugin": "true"}
+    assert plan.dra_values["resources"]["computeDomains"] == {"enabled": False}
+
+
+def test_dra_cluster_with_host_drivers(example_fleet: Fleet) -> None:
+    plan = example_fleet.cluster("gpu-west")
+    assert plan is not None and plan.dra_values is not None
+    assert plan.operator_values["driver"] == {"enabled": False}
+    assert plan.operator_values["toolkit"] == {"enabled": False}
+    assert plan.operator_values["migManager"] == {"enabled": False}
+    assert plan.dra_values["nvidiaDriverRoot"] == "/"
+    # Derived from the pools' taints, including the custom one of the H100 pool.
+    assert plan.dra_values["kubeletPlugin"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "themelio.io/reserved", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    # The user override is merged over the derived values.
+    assert plan.dra_values["logVerbosity"] == "6"
+
+
+def test_cluster_without_dra_installs_only_the_operator_with_its_device_plugin(tmp_path: Path) -> None:
+    pools = [
+        {"name": "old", "product": "a10g", "gpusPerNode": 1, "dra": False, "provisioning": {"provisioned": {}}}
+    ]
+    plan = fleet_of(tmp_path, cluster(offerings=["nvidia.com/gpu"], nodePools=pools)).clusters[0]
+    assert plan.dra_values is None
+    assert plan.operator_values["devicePlugin"] == {"enabled": True}
+    assert plan.operator_values["driver"] == {"enabled": True}  # no DRA plugin to evict: no manager env
+
+    from cdktf import Testing
+
+    from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
+
+    stack = yaml.safe_load(Testing.synth(GpuClusterStack(Testing.app(), plan)))
+    assert list(stack["resource"]["helm_release"]) == ["gpu_operator"]
+    assert "kubernetes_manifest" not in stack["resource"]
+
+
+def test_rejected_override_keys_name_the_key_and_suggest_the_right_one(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path,
+        cluster(
+            gpuOperator={"values": {"devicePlugin": {"enable": True}}}, draDriver={"values": {"kubeletPlugn": {}}}
+        ),
+    )
+    assert any(
+        "gpuOperator.values: unknown values key devicePlugin.enable (did you mean devicePlugin.enabled?) for chart gpu-operator v26.3.3"
+        in p
+        for p in problems
+    ), problems
+    assert any(
+        "draDriver.values: unknown values key kubeletPlugn (did you mean kubeletPlugin?)" in p for p in problems
+    )
+
+
+def test_keys_removed_upstream_are_rejected(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path, cluster(gpuOperator={"version": "v26.7.0", "values": {"operator": {"defaultRuntime": "docker"}}})
+    )
+    assert any("unknown values key operator.defaultRuntime" in p for p in problems)
+
+
+def test_release_settings(stack_json: StackJson) -> None:
+    releases = stack_json("gpu-east")["resource"]["helm_release"]
+    operator, driver = releases["gpu_operator"], releases["dra_driver_nvidia_gpu"]
+    assert operator["repository"] == "https://helm.ngc.nvidia.com/nvidia"
+    assert (operator["chart"], operator["version"], operator["namespace"]) == (
+        "gpu-operator",
+        "v26.3.3",
+        "gpu-operator",
+    )
+    assert driver["repository"] == "oci://registry.k8s.io/dra-driver-nvidia/charts"
+    assert (driver["chart"], driver["version"], driver["namespace"]) == (
+        "dra-driver-nvidia-gpu",
+        "0.4.1",
+        "nvidia-dra-driver-gpu",
+    )
+    for release in (operator, driver):
+        assert release["create_namespace"] is True
+        assert release["atomic"] is True
+        assert release["wait"] is True
+        assert release["cleanup_on_fail"] is True
+        assert release["max_history"] == 10
+        assert release["timeout"] > 0
+
+
+def test_values_are_readable_sorted_yaml(stack_json: StackJson) -> None:
+    (text,) = stack_json("gpu-east")["resource"]["helm_release"]["dra_driver_nvidia_gpu"]["values"]
+    top_keys = [line.split(":")[0] for line in text.splitlines() if line and not line.startswith(" ")]
+    assert top_keys == sorted(top_keys)
+    assert 'nvidia.com/dra-kubelet-plugin: "true"' in text  # a string, as the node selector needs
+    assert yaml.safe_load(text)["kubeletPlugin"]["nodeSelector"] == {"nvidia.com/dra-kubelet-plugin": "true"}
+
+
+def test_upgrade_from_the_25x_chart_keeps_the_release_and_resource_names(tmp_path: Path) -> None:
+    old = cluster(
+        draDriver={
+            "chart": "nvidia-dra-driver-gpu",
+            "version": "25.12.0",
+            "repository": "https://helm.ngc.nvidia.com/nvidia",
+            "upgradeFrom25x": True,
+        }
+    )
+    plan = fleet_of(tmp_path, old).clusters[0]
+    assert plan.dra_values is not None
+    assert plan.dra_values["nameOverride"] == "nvidia-dra-driver-gpu"
+
+    from themelio_gpu.helm.values import dra_release_name
+
+    assert dra_release_name(plan.definition) == "nvidia-dra-driver-gpu"

@@ -1,0 +1,274 @@
+"""GPU node pools: the label and taint contract, its three ways to the nodes, and bad input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, fleet_of, problems_of
+from themelio_gpu.stacks.pool_contract import PoolContract
+
+StackJson = Callable[[str], dict[str, Any]]
+
+
+def pool(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "name": "p",
+        "product": "a100-40gb",
+        "gpusPerNode": 8,
+        "provisioning": {"static": {"nodes": ["n1"]}},
+    }
+    base.update(overrides)
+    return base
+
+
+def contract(tmp_path: Path, item: dict[str, Any], offerings: list[str], **cluster_overrides: Any) -> PoolContract:
+    plan = fleet_of(tmp_path, cluster(offerings=offerings, nodePools=[item], **cluster_overrides)).clusters[0]
+    return plan.pools[0]
+
+
+def test_whole_gpu_pool(tmp_path: Path) -> None:
+    c = contract(tmp_path, pool(instanceType="p4d.24xlarge"), ["nvidia.com/a100"])
+    assert dict(c.labels) == {
+        "accelerator": "nvidia-a100",
+        "gpu.themelio.io/pool": "p",
+        "mig_enabled": "false",
+        "node.kubernetes.io/instance-type": "p4d.24xlarge",
+        "nvidia.com/dra-kubelet-plugin": "true",
+        "nvidia.com/gpu": "true",
+        "nvidia.com/mig.config": "all-disabled",
+    }
+    assert [str(t) for t in c.taints] == ["nvidia.com/gpu=present:NoSchedule"]
+    assert dict(c.devices_per_node()) == {"gpu": 8}
+
+
+def test_single_profile_mig_pool(tmp_path: Path) -> None:
+    c = contract(tmp_path, pool(mig={"profile": "1g.5gb"}), ["nvidia.com/a100-mig-1g.5gb"])
+    assert c.labels["mig_enabled"] == "true"
+    assert c.labels["mig_profile"] == "1g.5gb"
+    assert c.labels["nvidia.com/mig.config"] == "all-1g.5gb"
+    assert dict(c.devices_per_node()) == {"1g.5gb": 56}
+
+
+def test_mixed_layout_mig_pool(tmp_path: Path) -> None:
+    c = contract(tmp_path, pool(mig={"config": "all-balanced"}), ["nvidia.com/a100-mig-3g.20gb"])
+    assert c.labels["mig_profile"] == "all-balanced"
+    assert c.labels["nvidia.com/mig.config"] == "all-balanced"
+    assert dict(c.mig_devices or {}) == {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+
+
+def test_me_profile_is_spelled_like_the_mig_manager_config(tmp_path: Path) -> None:
+    offering = {
+        "deviceClass": "me.themelio.io",
+        "product": "a100-80gb",
+        "migProfile": "1g.10gb+me",
+        "displayName": "me",
+        "quota": {"waldurComponent": "me"},
+    }
+    fleet = fleet_of(
+        tmp_path,
+        cluster(
+            offerings=["nvidia.com/a100-80gb-mig-1g.10gb.me"],
+            nodePools=[pool(product="a100-80gb", mig={"profile": "1g.10gb+me"})],
+        ),
+        catalog={"offerings": {"nvidia.com/a100-80gb-mig-1g.10gb.me": offering}},
+    )
+    labels = fleet.clusters[0].pools[0].labels
+    assert labels["nvidia.com/mig.config"] == "all-1g.10gb.me"
+    assert labels["mig_profile"] == "1g.10gb.me"
+
+
+def test_non_dra_pool_has_no_kubelet_plugin_label_and_dra_pools_opt_out_of_the_device_plugin(
+    tmp_path: Path,
+) -> None:
+    pools = [
+        pool(name="legacy", product="a10g", dra=False, provisioning={"static": {"nodes": ["old"]}}),
+        pool(name="new", mig={"profile": "1g.5gb"}, provisioning={"static": {"nodes": ["new"]}}),
+    ]
+    plan = fleet_of(
+        tmp_path, cluster(offerings=["nvidia.com/gpu", "nvidia.com/a100-mig-1g.5gb"], nodePools=pools)
+    ).clusters[0]
+    legacy, new = plan.pools
+    assert "nvidia.com/dra-kubelet-plugin" not in legacy.labels
+    assert "nvidia.com/mig.config" not in legacy.labels  # A10G has no MIG
+    assert new.labels["nvidia.com/dra-kubelet-plugin"] == "true"
+    # One node must never get the same resource name from a device plugin and from DRA.
+    assert new.labels["nvidia.com/gpu.deploy.device-plugin"] == "false"
+
+
+def test_custom_taints_and_extra_labels(tmp_path: Path) -> None:
+    c = contract(
+        tmp_path,
+        pool(
+            taints=[{"key": "dedicated", "value": "ml", "effect": "NoExecute"}],
+            labels={"themelio.io/team": "vision"},
+        ),
+        ["nvidia.com/a100"],
+    )
+    assert [str(t) for t in c.taints] == ["dedicated=ml:NoExecute"]
+    assert c.labels["themelio.io/team"] == "vision"
+    assert c.kubelet_register_with_taints == "dedicated=ml:NoExecute"
+    assert "themelio.io/team=vision" in c.kubelet_node_labels.split(",")
+
+
+# --- bad input ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("item", "offerings", "location", "message"),
+    [
+        (
+            pool(mig={"profile": "1g.10gb+gfx"}),
+            ["nvidia.com/a100"],
+            "nodePools[0].mig.profile",
+            "has no MIG profile '1g.10gb+gfx'",
+        ),
+        (
+            pool(product="a10g", mig={"profile": "1g.5gb"}),
+            ["nvidia.com/a10g"],
+            "nodePools[0].mig",
+            "NVIDIA A10G 24GB has no MIG support",
+        ),
+        (
+            pool(mig={"config": "all-7g.80gb"}),
+            ["nvidia.com/a100"],
+            "nodePools[0].mig.config",
+            "is not a default MIG Manager config",
+        ),
+        (
+            pool(labels={"team": "x" * 64}),
+            ["nvidia.com/a100"],
+            "nodePools[0].labels[team]",
+            "longer than 63 characters",
+        ),
+        (
+            pool(labels={"accelerator": "mine"}),
+            ["nvidia.com/a100"],
+            "nodePools[0].labels[accelerator]",
+            "part of the label contract",
+        ),
+        (
+            pool(labels={"bad key!": "x"}),
+            ["nvidia.com/a100"],
+            "nodePools[0].labels[bad key!]",
+            "must be letters, digits",
+        ),
+        (pool(instanceType="x" * 64), ["nvidia.com/a100"], "nodePools[0].instanceType", "longer than 63"),
+        (
+            pool(taints=[{"key": "nvidia.com/gpu", "effect": "NoScheduleAtAll"}]),
+            ["nvidia.com/a100"],
+            "nodePools[0].taints[0].effect",
+            "is not a taint effect; use one of NoSchedule, PreferNoSchedule, NoExecute",
+        ),
+        (pool(product="b300"), ["nvidia.com/a100"], "nodePools[0].product", "unknown product 'b300'"),
+        (
+            pool(mig={"profile": "1g.5gb", "config": "all-balanced"}),
+            ["nvidia.com/a100"],
+            "nodePools[0].mig",
+            "set exactly one of profile or config",
+        ),
+        (pool(provisioning={}), ["nvidia.com/a100"], "nodePools[0].provisioning", "set exactly one of static"),
+        (
+            pool(provisioning={"karpenter": {"nodeClassRef": {"name": "x"}, "instanceTypes": ["p4d.24xlarge"]}}),
+            ["nvidia.com/a100"],
+            "nodePools[0].provisioning.karpenter",
+            "does not declare karpenter: true",
+        ),
+    ],
+)
+def test_bad_pools(
+    tmp_path: Path, item: dict[str, Any], offerings: list[str], location: str, message: str
+) -> None:
+    problems = problems_of(tmp_path, cluster(offerings=offerings, nodePools=[item]))
+    assert any(f": {location}: " in p and message in p for p in problems), "\n".join(problems)
+
+
+def test_one_node_in_two_pools(tmp_path: Path) -> None:
+    pools = [pool(name="a"), pool(name="b", mig={"profile": "1g.5gb"})]
+    problems = problems_of(tmp_path, cluster(nodePools=pools))
+    assert any(
+        "nodePools[1].provisioning.static.nodes: node n1 is already in pool a; a node belongs to one pool" in p
+        for p in problems
+    )
+
+
+def test_mig_offering_without_a_pool_in_that_layout(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path, cluster(offerings=["nvidia.com/a100-mig-3g.20gb"], nodePools=[pool(mig={"profile": "1g.5gb"})])
+    )
+    assert any(
+        "offerings[0]: no node pool can provide nvidia.com/a100-mig-3g.20gb: pool p has no 3g.20gb devices (1g.5gb)"
+        in p
+        for p in problems
+    ), problems
+
+
+def test_whole_gpu_offering_only_on_mig_pools(tmp_path: Path) -> None:
+    problems = problems_of(
+        tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=[pool(mig={"config": "all-balanced"})])
+    )
+    assert any("pool p runs its GPUs in MIG mode, which publishes no whole GPU" in p for p in problems), problems
+
+
+def test_product_offering_on_a_device_plugin_pool(tmp_path: Path) -> None:
+    problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=[pool(dra=False)]))
+    assert any(
+        "pool p uses the device plugin, which advertises nvidia.com/gpu, not nvidia.com/a100" in p
+        for p in problems
+    )
+
+
+# --- how the contract reaches the nodes -------------------------------------------------------------------------
+
+
+def test_static_pool_labels_and_taints_each_node_with_our_field_manager(stack_json: StackJson) -> None:
+    resources = stack_json("gpu-east")["resource"]
+    labels = resources["kubernetes_labels"]["node_labels_a100-mig"]
+    assert labels["for_each"] == '${toset(["gpu-east-a100-11", "gpu-east-a100-12", "gpu-east-a100-13"])}'
+    assert labels["metadata"] == {"name": "${each.value}"}
+    assert labels["field_manager"] == "themelio-gpu-stacks"
+    assert labels["force"] is True
+    assert labels["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    taints = resources["kubernetes_node_taint"]["node_taints_a100-mig"]
+    assert taints["taint"] == [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "value": "present"}]
+    assert taints["field_manager"] == "themelio-gpu-stacks"
+
+
+def test_provisioned_pool_is_an_output_with_kubelet_flags(stack_json: StackJson) -> None:
+    stack = stack_json("gpu-west")
+    output = stack["output"]["node_pool_a10g"]["value"]
+    assert output["labels"]["accelerator"] == "nvidia-a10g"
+    assert output["kubelet_args"][0].startswith("--node-labels=accelerator=nvidia-a10g,")
+    assert output["kubelet_args"][1] == "--register-with-taints=nvidia.com/gpu=present:NoSchedule"
+    # Nothing touches provisioned nodes directly.
+    assert "kubernetes_labels" not in stack["resource"]
+
+
+def test_karpenter_pool_is_a_node_pool_manifest(stack_json: StackJson) -> None:
+    manifest = stack_json("gpu-west")["resource"]["kubernetes_manifest"]["karpenter_node_pool_h100"]["manifest"]
+    assert manifest["apiVersion"] == "karpenter.sh/v1"
+    assert manifest["kind"] == "NodePool"
+    template = manifest["spec"]["template"]
+    assert template["metadata"]["labels"]["nvidia.com/dra-kubelet-plugin"] == "true"
+    # Karpenter sets the instance type itself; it is a requirement, not a template label.
+    assert "node.kubernetes.io/instance-type" not in template["metadata"]["labels"]
+    assert {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]} in template[
+        "spec"
+    ]["requirements"]
+    assert {"key": "themelio.io/reserved", "value": "training", "effect": "NoSchedule"} in template["spec"][
+        "taints"
+    ]
+    assert manifest["spec"]["limits"] == {"nvidia.com/gpu": "64"}
+
+
+def test_gpu_label_placement_matches_the_pool_that_serves_it(example_fleet: Any) -> None:
+    """A workload steered by gpuLabel must land on a pool whose labels satisfy its node selector."""
+    for plan in example_fleet.clusters:
+        for offering in plan.offerings:
+            selector = dict(offering.node_selector)
+            matching = [p.name for p in plan.pools if all(p.labels.get(k) == v for k, v in selector.items())]
+            assert matching, f"{plan.name}: {offering.name} selects no pool ({json.dumps(selector)})"
