@@ -1,0 +1,90 @@
+"""The catalog's DeviceClasses, and the DRA chart's own, dry-run against real ResourceSlices.
+
+Used by the `match` command (offline, from `kubectl get resourceslices -o json`) and by `preflight`
+(live), so both judge a cluster the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from themelio_gpu.catalog.catalog import Catalog, ResolvedOffering
+from themelio_gpu.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, ServedBy
+from themelio_gpu.catalog.selectors import CHART_CLASS_SELECTORS
+from themelio_gpu.fleet import ClusterPlan, Fleet
+from themelio_gpu.match import ClassUnderTest, MatchReport, match_classes, render_report, report_as_dict
+from themelio_gpu.resourceslices import Device, ResourceSliceError, load_resourceslices
+
+
+def _chart_classes(offerings: Iterable[ResolvedOffering], with_aliases: bool) -> list[ClassUnderTest]:
+    """The DRA chart's classes; `gpu.nvidia.com` counts as an offering when the catalog relies on it."""
+    chart_served = any(
+        name == CHART_SERVED_NAME
+        for o in offerings
+        for name, served_by in ((o.name, o.served_by), *((a.name, a.served_by) for a in o.aliases if with_aliases))
+        if served_by is ServedBy.dra_driver_chart
+    )
+    return [
+        ClassUnderTest(
+            CHART_GPU_CLASS,
+            CHART_SERVED_NAME,
+            [CHART_CLASS_SELECTORS[CHART_GPU_CLASS]],
+            CHART_SERVED_NAME if chart_served else None,
+            # Any whole GPU: the generic legacy name shares its devices with the product offerings.
+            shares_devices=True,
+        ),
+        ClassUnderTest("mig.nvidia.com", None, [CHART_CLASS_SELECTORS["mig.nvidia.com"]], None),
+    ]
+
+
+def classes_for_cluster(plan: ClusterPlan) -> list[ClassUnderTest]:
+    classes = [
+        ClassUnderTest(c.name, c.extended_resource_name, [c.selector], c.offering) for c in plan.device_classes
+    ]
+    return classes + _chart_classes(plan.offerings, plan.definition.serve_migration_aliases)
+
+
+def classes_for_catalog(catalog: Catalog) -> list[ClassUnderTest]:
+    classes = []
+    for offering in catalog:
+        if offering.served_by is ServedBy.catalog:
+            classes.append(
+                ClassUnderTest(offering.device_class, offering.name, [offering.selector], offering.name)
+            )
+        classes.extend(
+            ClassUnderTest(alias.device_class, alias.name, [offering.selector], offering.name)
+            for alias in offering.aliases
+            if alias.served_by is ServedBy.catalog
+        )
+    return classes + _chart_classes(catalog, with_aliases=True)
+
+
+def match_cluster(plan: ClusterPlan, devices: Sequence[Device]) -> MatchReport:
+    return match_classes(classes_for_cluster(plan), devices)
+
+
+def match_command(fleet: Fleet, slices: Path, cluster: str | None, as_json: bool) -> int:
+    """Print the dry run; 0 when every offering selects devices and none overlap, 1 otherwise, 2 bad input."""
+    if cluster is not None:
+        plan = fleet.cluster(cluster)
+        if plan is None:
+            known = ", ".join(c.name for c in fleet.clusters)
+            print(f"command line: {cluster}: no cluster of that name; known: {known}", file=sys.stderr)
+            return 2
+        classes = classes_for_cluster(plan)
+    else:
+        classes = classes_for_catalog(fleet.catalog)
+    try:
+        devices = load_resourceslices(slices)
+    except ResourceSliceError as error:
+        print("\n".join(error.problems), file=sys.stderr)
+        return 2
+    report = match_classes(classes, devices)
+    if as_json:
+        print(json.dumps(report_as_dict(report), indent=2, sort_keys=True))
+    else:
+        print(render_report(report), end="")
+    return 0 if report.ok else 1
