@@ -14,7 +14,7 @@ StackJson = Callable[[str], dict[str, Any]]
 
 
 def _classes(stack: dict[str, Any]) -> dict[str, Any]:
-    manifests: dict[str, Any] = stack["resource"]["kubernetes_manifest"]["device_classes"]["for_each"]
+    manifests: dict[str, Any] = stack["resource"]["kubernetes_manifest"]["device_class"]["for_each"]
     return manifests
 
 

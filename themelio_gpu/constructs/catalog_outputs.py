@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 
-from cdktf import TerraformOutput
-from constructs import Construct
+from cdktf import TerraformOutput, TerraformStack
 
 from themelio_gpu.catalog.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
 from themelio_gpu.constructs.naming import FIELD_MANAGER
@@ -18,9 +17,8 @@ from themelio_gpu.providers import ConfigMapV1, ConfigMapV1Metadata, NamespaceV1
 from themelio_gpu.yaml_output import dump_yaml
 
 
-class CatalogOutputs(Construct):
-    def __init__(self, scope: Construct, plan: ClusterPlan) -> None:
-        super().__init__(scope, "catalog_outputs")
+class CatalogOutputs:
+    def __init__(self, stack: TerraformStack, plan: ClusterPlan) -> None:
         aliases = plan.definition.serve_migration_aliases
         contracts = {
             "waldur_quota_mapping": waldur_quota_mapping(plan.offerings, aliases),
@@ -29,22 +27,21 @@ class CatalogOutputs(Construct):
             "device_classes": {c.name: c.extended_resource_name for c in plan.device_classes},
         }
         for name, value in contracts.items():
-            TerraformOutput(self, name, value=value).override_logical_id(name)
+            TerraformOutput(stack, name, value=value)
 
         config_map = plan.definition.catalog_config_map
         if config_map is None:
             return
         namespace = NamespaceV1(
-            self,
-            "namespace",
+            stack,
+            "catalog_namespace",
             metadata=NamespaceV1Metadata(
                 name=config_map.namespace, labels={"app.kubernetes.io/managed-by": FIELD_MANAGER}
             ),
         )
-        namespace.override_logical_id("catalog_namespace")
         ConfigMapV1(
-            self,
-            "config_map",
+            stack,
+            "catalog_config_map",
             metadata=ConfigMapV1Metadata(
                 name=config_map.name,
                 namespace=config_map.namespace,
@@ -57,4 +54,4 @@ class CatalogOutputs(Construct):
                 "device-classes.json": json.dumps(contracts["device_classes"], sort_keys=True, indent=2),
             },
             depends_on=[namespace],
-        ).override_logical_id("catalog_config_map")
+        )

@@ -2,7 +2,7 @@
 
 One `kubernetes_manifest` with for_each over the classes: each class is a map entry keyed by its name, so
 the synthesized JSON still shows every class in full, and a change to one class plans as a change to
-`kubernetes_manifest.device_classes["<name>"]` alone.
+`kubernetes_manifest.device_class["<name>"]` alone.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cdktf import TerraformIterator, Token
-from constructs import Construct
+from cdktf import TerraformIterator, TerraformStack, Token
 
 from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.fleet import DeviceClassSpec
@@ -36,16 +35,16 @@ def device_class_manifest(spec: DeviceClassSpec) -> dict[str, Any]:
     }
 
 
-class DeviceClasses(Construct):
-    def __init__(self, scope: Construct, classes: Sequence[DeviceClassSpec], depends_on: Sequence[Any]) -> None:
-        super().__init__(scope, "device_classes")
+class DeviceClasses:
+    def __init__(
+        self, stack: TerraformStack, classes: Sequence[DeviceClassSpec], depends_on: Sequence[Any]
+    ) -> None:
         each_class = TerraformIterator.from_map({c.name: device_class_manifest(c) for c in classes})
         self.manifest = Manifest(
-            self,
-            "classes",
+            stack,
+            "device_class",
             for_each=each_class,
             manifest=Token.as_any_map(each_class.value),
             field_manager=ManifestFieldManager(name=FIELD_MANAGER),
             depends_on=list(depends_on) or None,
         )
-        self.manifest.override_logical_id("device_classes")

@@ -5,20 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from constructs import Construct
+from cdktf import TerraformStack
 
 from themelio_gpu.constructs.release_settings import pinned_release
 from themelio_gpu.fleet import ClusterPlan
 from themelio_gpu.helm.values import dra_release_name
 
 
-class DraDriverRelease(Construct):
-    def __init__(self, scope: Construct, plan: ClusterPlan, depends_on: Sequence[Any]) -> None:
-        super().__init__(scope, "dra_driver")
+class DraDriverRelease:
+    def __init__(self, stack: TerraformStack, plan: ClusterPlan, depends_on: Sequence[Any]) -> None:
         assert plan.dra_values is not None, "only clusters with DRA pools install the DRA driver"
         release = plan.definition.dra_driver
         self.release = pinned_release(
-            self,
+            stack,
             name=dra_release_name(plan.definition),
             chart=release.chart,
             repository=release.repository,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from cdktf import TerraformStack
-from constructs import Construct
 
+from constructs import Construct
 from themelio_gpu.constructs.catalog_outputs import CatalogOutputs
 from themelio_gpu.constructs.device_classes import DeviceClasses
 from themelio_gpu.constructs.dra_driver_release import DraDriverRelease
@@ -81,5 +81,10 @@ class GpuClusterStack(TerraformStack):
                 # Set as overrides: the typed bindings turn map keys to snake case (AWS_PROFILE -> aws_profile).
                 kubernetes.add_override("exec.0.env", dict(plugin.env))
                 helm.add_override("kubernetes.exec.env", dict(plugin.env))
-        for name, source, version in (KUBERNETES_PROVIDER, HELM_PROVIDER):
-            self.add_override(f"terraform.required_providers.{name}", {"source": source, "version": version})
+        self.add_override(
+            "terraform.required_providers",
+            {
+                name: {"source": source, "version": version}
+                for name, source, version in (KUBERNETES_PROVIDER, HELM_PROVIDER)
+            },
+        )

@@ -4,14 +4,17 @@
 - provisioned: outputs with the labels, taints and kubelet flags for whatever creates the nodes;
 - karpenter: a `karpenter.sh/v1` NodePool that stamps the contract on every node it launches.
 Every pool also gets the output, so provisioning scripts and reviewers can read the contract.
+
+Like the other building blocks here, it adds its resources straight to the cluster's stack under readable
+ids (`kubernetes_labels.node_labels_<pool>`): a nested `Construct` would cost a jsii round trip and hash
+every address, which would then take another round trip per resource to undo. See README "Performance".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cdktf import TerraformIterator, TerraformOutput, Token
-from constructs import Construct
+from cdktf import TerraformIterator, TerraformOutput, TerraformStack, Token
 
 from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
 from themelio_gpu.providers import (
@@ -27,12 +30,12 @@ from themelio_gpu.stacks.definition import KarpenterNodes, NodePool
 from themelio_gpu.stacks.pool_contract import INSTANCE_TYPE, PoolContract
 
 
-class GpuNodePool(Construct):
-    def __init__(self, scope: Construct, pool: NodePool, contract: PoolContract) -> None:
-        super().__init__(scope, logical_id("pool", pool.name))
+class GpuNodePool:
+    def __init__(self, stack: TerraformStack, pool: NodePool, contract: PoolContract) -> None:
+        self.stack = stack
         self.dependables: list[Any] = []
-        TerraformOutput(self, "contract", value=self.contract_output(contract)).override_logical_id(
-            logical_id("node_pool", pool.name.replace("-", "_"))
+        TerraformOutput(
+            stack, logical_id("node_pool", pool.name.replace("-", "_")), value=self.contract_output(contract)
         )
         provisioning = pool.provisioning
         if provisioning.static is not None:
@@ -54,29 +57,28 @@ class GpuNodePool(Construct):
     def _static(self, contract: PoolContract, nodes: tuple[str, ...]) -> None:
         # One resource per pool with for_each over its nodes: every node gets the same contract.
         each_node = TerraformIterator.from_list(sorted(nodes))
+        node_name = Token.as_string(each_node.value)
         labels = Labels(
-            self,
-            "labels",
+            self.stack,
+            logical_id("node_labels", contract.name),
             for_each=each_node,
             api_version="v1",
             kind="Node",
-            metadata=LabelsMetadata(name=Token.as_string(each_node.value)),
+            metadata=LabelsMetadata(name=node_name),
             labels=dict(contract.labels),
             field_manager=FIELD_MANAGER,
             # These keys belong to this tool; the GPU Operator writes nvidia.com/mig.config too.
             force=True,
         )
-        labels.override_logical_id(logical_id("node_labels", contract.name))
         taints = NodeTaint(
-            self,
-            "taints",
+            self.stack,
+            logical_id("node_taints", contract.name),
             for_each=each_node,
-            metadata=NodeTaintMetadata(name=Token.as_string(each_node.value)),
+            metadata=NodeTaintMetadata(name=node_name),
             taint=[NodeTaintTaint(key=t.key, value=t.value, effect=t.effect) for t in contract.taints],
             field_manager=FIELD_MANAGER,
             force=True,
         )
-        taints.override_logical_id(logical_id("node_taints", contract.name))
         self.dependables.extend([labels, taints])
 
     def _karpenter(self, contract: PoolContract, karpenter: KarpenterNodes) -> None:
@@ -106,8 +108,8 @@ class GpuNodePool(Construct):
         if karpenter.max_gpus is not None:
             spec["limits"] = {"nvidia.com/gpu": str(karpenter.max_gpus)}
         node_pool = Manifest(
-            self,
-            "karpenter",
+            self.stack,
+            logical_id("karpenter_node_pool", contract.name),
             manifest={
                 "apiVersion": "karpenter.sh/v1",
                 "kind": "NodePool",
@@ -116,5 +118,4 @@ class GpuNodePool(Construct):
             },
             field_manager=ManifestFieldManager(name=FIELD_MANAGER),
         )
-        node_pool.override_logical_id(logical_id("karpenter_node_pool", contract.name))
         self.dependables.append(node_pool)

@@ -5,19 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from constructs import Construct
+from cdktf import TerraformStack
 
 from themelio_gpu.constructs.release_settings import pinned_release
 from themelio_gpu.fleet import ClusterPlan
 from themelio_gpu.helm.values import OPERATOR_CHART
 
 
-class GpuOperatorRelease(Construct):
-    def __init__(self, scope: Construct, plan: ClusterPlan, depends_on: Sequence[Any]) -> None:
-        super().__init__(scope, "gpu_operator")
+class GpuOperatorRelease:
+    def __init__(self, stack: TerraformStack, plan: ClusterPlan, depends_on: Sequence[Any]) -> None:
         release = plan.definition.gpu_operator
         self.release = pinned_release(
-            self,
+            stack,
             name=OPERATOR_CHART,
             chart=OPERATOR_CHART,
             repository=release.repository,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from constructs import Construct
+from cdktf import TerraformStack
 
 from themelio_gpu.constructs.naming import logical_id
 from themelio_gpu.helm.known_values import render_values_yaml
@@ -15,7 +15,7 @@ MAX_HISTORY = 10
 
 
 def pinned_release(
-    scope: Construct,
+    stack: TerraformStack,
     *,
     name: str,
     chart: str,
@@ -26,9 +26,9 @@ def pinned_release(
     values: Mapping[str, Any],
     depends_on: Sequence[Any],
 ) -> Release:
-    release = Release(
-        scope,
-        "release",
+    return Release(
+        stack,
+        logical_id(name.replace("-", "_")),
         name=name,
         chart=chart,
         repository=repository,
@@ -45,5 +45,3 @@ def pinned_release(
         values=[render_values_yaml(values)],
         depends_on=list(depends_on) or None,
     )
-    release.override_logical_id(logical_id(name.replace("-", "_")))
-    return release
