@@ -111,9 +111,7 @@ def test_resources_are_ordered_labels_operator_driver_classes(stack_json: StackJ
         "kubernetes_node_taint.node_taints_a100-whole",
     ]
     assert resources["helm_release"]["dra_driver_nvidia_gpu"]["depends_on"] == ["helm_release.gpu_operator"]
-    assert resources["kubernetes_manifest"]["device_class"]["depends_on"] == [
-        "helm_release.dra_driver_nvidia_gpu"
-    ]
+    assert resources["kubernetes_manifest"]["device_class"]["depends_on"] == ["helm_release.dra_driver_nvidia_gpu"]
 
 
 def _backend_of(tmp_path: Path, backend: dict[str, Any]) -> dict[str, Any]:

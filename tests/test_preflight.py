@@ -1,0 +1,504 @@
+"""`preflight` against a real HTTP server on 127.0.0.1 serving recorded-shape API responses (tests/fakeapi.py).
+
+Every scenario runs the whole preflight through the official kubernetes client; the server records each
+request, so the tests also prove that the only write is one `dryRun=All` DeviceClass create.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import io
+import json
+import re
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.fakeapi import SCENARIOS, FakeApiServer, _label_matcher, _matches
+from themelio_gpu.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.preflight import (
+    DEVICE_CLASSES,
+    PROBE_RESOURCE_NAME,
+    LiveClass,
+    api_kubeconfig,
+    node_contract_problems,
+    run_preflight,
+    winning_class,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def east(example_fleet: Fleet) -> ClusterPlan:
+    plan = example_fleet.cluster("gpu-east")
+    assert plan is not None
+    return plan
+
+
+def run(plan: ClusterPlan, scenario: str | Path) -> tuple[int, list[str], FakeApiServer]:
+    """Preflight against the scenario; also proves, for every scenario, that the only write was the dry run."""
+    with FakeApiServer.for_scenario(scenario) as server, server.api_client() as client:
+        out = io.StringIO()
+        code = run_preflight(plan, out, api_client=client)
+    assert [(w.method, w.path, w.query) for w in server.writes] == [("POST", DEVICE_CLASSES, {"dryRun": ["All"]})]
+    return code, out.getvalue().splitlines(), server
+
+
+def lines_of(lines: list[str], status: str) -> list[str]:
+    return [line for line in lines if line.startswith(f"{status} ")]
+
+
+def only(lines: list[str], status: str, check: str) -> str:
+    found = [line for line in lines if line.startswith(f"{status:<4} {check}: ")]
+    assert len(found) == 1, f"expected one {status} {check} line in:\n" + "\n".join(lines)
+    return found[0]
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+# --- Fixtures are what the generator writes --------------------------------------------------------------
+
+
+def test_fixtures_match_their_generator() -> None:
+    spec = importlib.util.spec_from_file_location("make_fixtures", SCENARIOS / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    expected: dict[str, str] = generator.render()
+    stale = []
+    for name in generator.SCENARIOS:
+        for path in (SCENARIOS / name).rglob("*"):
+            rel = path.relative_to(SCENARIOS).as_posix()
+            if path.is_file() and rel not in expected:
+                stale.append(rel)
+    differ = [
+        rel
+        for rel, text in expected.items()
+        if not (SCENARIOS / rel).is_file() or (SCENARIOS / rel).read_text() != text
+    ]
+    assert not differ and not stale, (
+        f"fixtures out of date (differ: {differ}, not generated: {stale}); "
+        "run .venv/bin/python tests/fixtures/apiserver/make_fixtures.py and review the diff"
+    )
+
+
+# --- Scenarios -------------------------------------------------------------------------------------------
+
+
+def test_healthy_cluster_passes(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "healthy")
+    assert code == 0, "\n".join(lines)
+    assert [line.split(":", 1)[0] for line in lines[:-1]] == [
+        "OK   connection",
+        "OK   server-version",
+        "OK   extended-resource-gate",
+        "OK   device-class a100-40gb-mig-1g.5gb.gpu.themelio.io",
+        "OK   device-class a100-40gb-mig-3g.20gb.gpu.themelio.io",
+        "OK   device-class a100-40gb.gpu.themelio.io",
+        "OK   device-class gpu.nvidia.com",
+        "OK   device-class legacy-mig-1g.5gb.gpu.themelio.io",
+        "OK   device-class legacy-mig-3g.20gb.gpu.themelio.io",
+        "OK   extended-resources",
+        "OK   device-plugin",
+        "OK   resource-slices",
+        "OK   offering nvidia.com/a100",
+        "OK   offering nvidia.com/a100-mig-1g.5gb",
+        "OK   offering nvidia.com/a100-mig-3g.20gb",
+        "OK   offering nvidia.com/gpu",
+        "WARN unselected-devices",
+        "OK   pool a100-whole",
+        "OK   pool a100-mig",
+    ]
+    assert only(lines, "OK", "server-version").endswith("v1.34.2 (declared 1.34.2)")
+    assert "112 devices in 5 ResourceSlices on 5 nodes" in only(lines, "OK", "resource-slices")
+    offerings = [line for line in lines if line.startswith("OK   offering ")]
+    assert offerings == [
+        "OK   offering nvidia.com/a100: 16 devices on 2 nodes "
+        "(class a100-40gb.gpu.themelio.io; 16 shared with nvidia.com/gpu by design)",
+        "OK   offering nvidia.com/a100-mig-1g.5gb: 48 devices on 3 nodes (class a100-40gb-mig-1g.5gb.gpu.themelio.io)",
+        "OK   offering nvidia.com/a100-mig-3g.20gb: 24 devices on 3 nodes (class a100-40gb-mig-3g.20gb.gpu.themelio.io)",
+        "OK   offering nvidia.com/gpu: 16 devices on 2 nodes (class gpu.nvidia.com; 16 shared with nvidia.com/a100 by design)",
+    ]
+    # all-balanced also makes 2g.10gb slices, which no offering of gpu-east sells: worth a warning.
+    assert "24 devices no offering selects: 24x NVIDIA A100-SXM4-40GB 2g.10gb (" in only(
+        lines, "WARN", "unselected-devices"
+    )
+    assert lines[-1] == "Summary: 18 OK, 1 WARN, 0 FAIL: cluster gpu-east passed"
+
+
+def test_the_only_write_is_one_dry_run_probe(east: ClusterPlan) -> None:
+    _, _, server = run(east, "healthy")
+    body = server.writes[0].body
+    assert body is not None
+    assert body["spec"] == {"extendedResourceName": PROBE_RESOURCE_NAME}
+    assert body["metadata"]["generateName"] == "themelio-preflight-probe-"
+    assert {r.method for r in server.requests} == {"GET", "POST"}
+
+
+def test_every_scenario_has_a_test() -> None:
+    # run() checks the read-only promise, so each scenario folder must be exercised by some test here.
+    source = Path(__file__).read_text()
+    untested = [p.name for p in SCENARIOS.iterdir() if p.is_dir() and f'"{p.name}")' not in source]
+    assert not untested
+
+
+def test_gate_off_fails_and_says_what_to_enable(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "gate-off")
+    assert code == 1
+    gate = only(lines, "FAIL", "extended-resource-gate")
+    assert "silently dropped spec.extendedResourceName" in gate
+    assert (
+        "--feature-gates=DRAExtendedResource=true on kube-apiserver, kube-scheduler, kube-controller-manager, kubelet"
+        in gate
+    )
+    assert "The definition declares it on for kube-apiserver: the server disagrees" in gate
+    # The classes applied while the gate was off lost the field too.
+    assert "has no spec.extendedResourceName, the plan expects nvidia.com/a100:" in only(
+        lines, "FAIL", "device-class a100-40gb.gpu.themelio.io"
+    )
+
+
+def test_device_plugin_and_class_on_one_node_fail(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "plugin-and-class")
+    assert code == 1
+    line = only(lines, "FAIL", "device-plugin gpu-east-a100-01")
+    assert "status.allocatable has nvidia.com/gpu=8" in line
+    assert "nvidia.com/dra-kubelet-plugin=true" in line
+    assert "DeviceClass gpu.nvidia.com serves nvidia.com/gpu" in line
+    assert len(lines_of(lines, "FAIL")) == 1
+
+
+def test_version_mismatch_fails(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "version-mismatch")
+    assert code == 1
+    line = only(lines, "FAIL", "server-version")
+    assert "the server runs v1.35.0, the definition declares kubernetesVersion 1.34.2" in line
+    assert "stacks/gpu-east.yaml" in line
+
+
+def test_older_patch_release_is_a_warning(east: ClusterPlan, tmp_path: Path) -> None:
+    scenario = tmp_path / "older-patch"
+    scenario.mkdir()
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({"base": str(SCENARIOS / "healthy")}))
+    version = json.loads((SCENARIOS / "healthy" / "version.json").read_text())
+    (scenario / "version.json").write_text(json.dumps({**version, "gitVersion": "v1.34.1"}))
+    code, lines, _ = run(east, scenario)
+    assert code == 0
+    assert "the server runs v1.34.1, older than the declared 1.34.2" in only(lines, "WARN", "server-version")
+
+
+def test_missing_class_fails(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "missing-class")
+    assert code == 1
+    line = only(lines, "FAIL", "device-class a100-40gb-mig-3g.20gb.gpu.themelio.io")
+    assert "missing: the stack gpu-east has not created it" in line
+    assert len(lines_of(lines, "FAIL")) == 1
+
+
+def test_two_classes_serving_one_name_fail(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "duplicate-class")
+    assert code == 1
+    line = only(lines, "FAIL", "extended-resource nvidia.com/a100")
+    assert "a100-40gb.gpu.themelio.io (created 2026-03-05T10:04:37Z)" in line
+    assert "a100.gpu.example.org (created 2026-04-11T15:20:03Z)" in line
+    assert "a100.gpu.example.org, created later, wins, not the planned a100-40gb.gpu.themelio.io" in line
+
+
+def test_node_missing_a_contract_label_and_taint_fails(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "bad-labels")
+    assert code == 1
+    assert only(lines, "FAIL", "pool a100-mig") == (
+        "FAIL pool a100-mig: node gpu-east-a100-12: missing labels themelio.io/team=research; "
+        "missing taints nvidia.com/gpu=present:NoSchedule"
+    )
+    assert only(lines, "OK", "pool a100-whole")
+
+
+def test_offering_selecting_nothing_fails(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "empty-slices")
+    assert code == 1
+    for offering, class_name in (
+        ("nvidia.com/a100-mig-1g.5gb", "a100-40gb-mig-1g.5gb.gpu.themelio.io"),
+        ("nvidia.com/a100-mig-3g.20gb", "a100-40gb-mig-3g.20gb.gpu.themelio.io"),
+    ):
+        line = only(lines, "FAIL", f"offering {offering}")
+        assert f"class {class_name} selects none of the 16 published devices" in line
+    assert only(lines, "OK", "offering nvidia.com/a100")
+
+
+def test_resource_api_not_served_fails_once_and_skips_dra_checks(east: ClusterPlan) -> None:
+    code, lines, _ = run(east, "no-resource-api")
+    assert code == 1
+    assert "resource.k8s.io/v1 is not served" in only(lines, "FAIL", "extended-resource-gate")
+    assert "Kubernetes 1.34 or later" in only(lines, "FAIL", "extended-resource-gate")
+    assert not [line for line in lines if "device-class" in line or "offering" in line]
+    assert len(lines_of(lines, "FAIL")) == 1
+
+
+def east_variant(
+    tmp_path: Path,
+    change: Callable[[dict[str, Any]], None],
+    change_catalog: Callable[[dict[str, Any]], None] | None = None,
+) -> ClusterPlan:
+    """gpu-east with `change` applied to its definition (and the catalog's), planned from copies in tmp_path."""
+    data = yaml.safe_load((ROOT / "stacks" / "gpu-east.yaml").read_text())
+    change(data)
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "gpu-east.yaml").write_text(yaml.safe_dump(data))
+    catalog = ROOT / "catalog" / "gpu-catalog.yaml"
+    if change_catalog is not None:
+        catalog_data = yaml.safe_load(catalog.read_text())
+        change_catalog(catalog_data)
+        catalog = tmp_path / "gpu-catalog.yaml"
+        catalog.write_text(yaml.safe_dump(catalog_data))
+    plan = load_fleet(catalog, stacks).cluster("gpu-east")
+    assert plan is not None
+    return plan
+
+
+def test_static_pool_node_that_does_not_exist_fails(tmp_path: Path) -> None:
+    plan = east_variant(
+        tmp_path, lambda d: d["nodePools"][0]["provisioning"]["static"]["nodes"].append("gpu-east-a100-03")
+    )
+    code, lines, _ = run(plan, "healthy")
+    assert code == 1
+    assert only(lines, "FAIL", "pool a100-whole") == (
+        "FAIL pool a100-whole: node gpu-east-a100-03 (provisioning.static.nodes) does not exist"
+    )
+
+
+def test_provisioned_pool_without_nodes_is_a_warning(tmp_path: Path) -> None:
+    spare = {"name": "a100-spare", "product": "a100-40gb", "gpusPerNode": 8, "provisioning": {"provisioned": {}}}
+    plan = east_variant(tmp_path, lambda d: d["nodePools"].append(spare))
+    code, lines, _ = run(plan, "healthy")
+    assert code == 0
+    assert only(lines, "WARN", "pool a100-spare") == (
+        "WARN pool a100-spare: no node carries gpu.themelio.io/pool=a100-spare yet "
+        "(provisioned pool: nodes appear when they are created)"
+    )
+
+
+def test_two_offerings_selecting_the_same_devices_fail(tmp_path: Path) -> None:
+    # Whole A100 40GB with at least 40Gi: exactly the devices nvidia.com/a100 sells.
+    big = {
+        "deviceClass": "big.gpu.example.com",
+        "product": "a100-40gb",
+        "displayName": "A100 with 40Gi",
+        "quota": {"waldurComponent": "gpu_big"},
+        "constraints": {"minMemory": "40Gi"},
+    }
+    plan = east_variant(
+        tmp_path,
+        lambda d: d["offerings"].append("example.com/big-gpu"),
+        lambda c: c["offerings"].update({"example.com/big-gpu": big}),
+    )
+    code, lines, _ = run(plan, "healthy")
+    assert code == 1
+    assert "missing: the stack gpu-east has not created it" in only(
+        lines, "FAIL", "device-class big.gpu.example.com"
+    )
+    overlap = only(lines, "FAIL", "overlap example.com/big-gpu & nvidia.com/a100")
+    assert "16 devices are selected by 2 offerings (gpu-east-a100-01/gpu-0, gpu-east-a100-01/gpu-1," in overlap
+    # nvidia.com/gpu (the chart's "any whole GPU") overlaps both by design and is not reported.
+    assert not [line for line in lines if line.startswith("FAIL overlap") and "nvidia.com/gpu" in line]
+
+
+# --- Connection ----------------------------------------------------------------------------------------
+
+
+def write_kubeconfig(path: Path, server: FakeApiServer, context: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(server.kubeconfig(context)))
+
+
+def test_connects_with_the_definitions_kubeconfig_and_context(
+    east: ClusterPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gpu-east says path ~/.kube/config, context gpu-east: `~` must expand.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with FakeApiServer.for_scenario("healthy") as server:
+        write_kubeconfig(tmp_path / ".kube" / "config", server, "gpu-east")
+        out = io.StringIO()
+        assert run_preflight(east, out) == 0, out.getvalue()
+        assert server.requests[0].path == "/version"
+    assert out.getvalue().startswith(f"OK   connection: {server.url}\n")
+
+
+def test_kubeconfig_and_context_arguments_override(east: ClusterPlan, tmp_path: Path) -> None:
+    with FakeApiServer.for_scenario("healthy") as server:
+        config = tmp_path / "other.yaml"
+        write_kubeconfig(config, server, "elsewhere")
+        out = io.StringIO()
+        assert run_preflight(east, out, kubeconfig=str(config), context="elsewhere") == 0, out.getvalue()
+
+
+def test_unreachable_server_is_one_fail_line(east: ClusterPlan, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{closed_port()}"}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "gpu-east", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "gpu-east",
+            }
+        )
+    )
+    out = io.StringIO()
+    assert run_preflight(east, out, kubeconfig=str(config)) == 1
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert re.fullmatch(
+        r"FAIL connection: cannot reach http://127\.0\.0\.1:\d+: Failed to establish a new connection: "
+        r"\[Errno \d+\] Connection refused",
+        lines[0],
+    ), lines[0]
+    assert lines[1] == "Summary: 0 OK, 0 WARN, 1 FAIL: cluster gpu-east is NOT ready"
+
+
+def test_missing_kubeconfig_is_one_fail_line(east: ClusterPlan, tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert run_preflight(east, out, kubeconfig=str(tmp_path / "missing.yaml")) == 1
+    assert out.getvalue().splitlines()[0] == f"FAIL connection: kubeconfig {tmp_path}/missing.yaml not found"
+
+
+def test_unknown_context_is_one_fail_line(east: ClusterPlan, tmp_path: Path) -> None:
+    with FakeApiServer.for_scenario("healthy") as server:
+        write_kubeconfig(tmp_path / "config", server, "gpu-east")
+        out = io.StringIO()
+        assert run_preflight(east, out, kubeconfig=str(tmp_path / "config"), context="nope") == 1
+        assert not server.requests
+    assert out.getvalue().splitlines()[0] == (
+        f"FAIL connection: Invalid kube-config file. Expected object with name nope in {tmp_path}/config/contexts list"
+    )
+
+
+def api_access_plan(tmp_path: Path, host: str, command: str, args: list[str]) -> ClusterPlan:
+    access = {
+        "api": {
+            "host": host,
+            "clusterCaCertificate": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+            "exec": {"command": command, "args": args, "env": {"MARKER_ENV": "set"}},
+        }
+    }
+    return east_variant(tmp_path, lambda d: d.update(access=access))
+
+
+def test_api_access_builds_an_in_memory_kubeconfig_with_the_exec_plugin(tmp_path: Path) -> None:
+    plan = api_access_plan(tmp_path, "https://api.gpu-east.example.com", "aws", ["eks", "get-token"])
+    config = api_kubeconfig(plan.definition)
+    assert config["clusters"][0]["cluster"]["server"] == "https://api.gpu-east.example.com"
+    assert config["users"][0]["user"]["exec"] == {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "aws",
+        "args": ["eks", "get-token"],
+        "interactiveMode": "Never",
+        "env": [{"name": "MARKER_ENV", "value": "set"}],
+    }
+    assert config["current-context"] == "gpu-east"
+
+
+def test_api_access_runs_the_exec_plugin(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {"token": "t"},
+    }
+    script = f"import json, os, pathlib; pathlib.Path({str(marker)!r}).write_text(os.environ['MARKER_ENV']); print(json.dumps({credential!r}))"
+    plan = api_access_plan(tmp_path, f"https://127.0.0.1:{closed_port()}", sys.executable, ["-c", script])
+    out = io.StringIO()
+    assert run_preflight(plan, out) == 1
+    assert marker.read_text() == "set"
+    assert out.getvalue().startswith("FAIL connection: cannot reach https://127.0.0.1:")
+
+
+# --- Units -------------------------------------------------------------------------------------------------
+
+
+def test_later_created_class_wins_and_ties_go_to_the_first_name() -> None:
+    old = LiveClass("b-old", "x.io/gpu", (), "2026-01-01T00:00:00Z")
+    new = LiveClass("z-new", "x.io/gpu", (), "2026-02-01T00:00:00Z")
+    tie = LiveClass("a-tie", "x.io/gpu", (), "2026-02-01T00:00:00Z")
+    assert winning_class([old, new]) == new
+    assert winning_class([old, new, tie]) == tie
+
+
+def test_node_contract_ignores_extra_labels_and_taints(east: ClusterPlan) -> None:
+    pool = east.pools[0]
+    node: dict[str, Any] = {
+        "metadata": {"labels": {**pool.labels, "extra": "x", "mig_enabled": "true"}},
+        "spec": {
+            "taints": [
+                {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                {"key": "x", "effect": "NoExecute"},
+            ]
+        },
+    }
+    assert node_contract_problems(node, pool) == ["different labels mig_enabled=true (contract: false)"]
+
+
+def test_fake_server_label_selectors() -> None:
+    labels = {"a": "1", "b": "2"}
+    assert _matches(labels, _label_matcher("a=1,b"))
+    assert _matches(labels, _label_matcher("a==1,c!=3,!c"))
+    assert not _matches(labels, _label_matcher("a!=1"))
+    assert not _matches(labels, _label_matcher("c"))
+
+
+def _module_file(module: str) -> Path | None:
+    base = ROOT / module.replace(".", "/")
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def test_preflight_does_not_import_cdktf() -> None:
+    """Every import reachable from preflight, module-level or lazy, read from the source (no 9 s import)."""
+    seen: set[str] = set()
+    todo = ["themelio_gpu.preflight"]
+    third_party: set[str] = set()
+    while todo:
+        module = todo.pop()
+        file = _module_file(module)
+        if module in seen or file is None:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages run too
+        for node in ast.walk(ast.parse(file.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            for name in names:
+                if name.split(".")[0] == "themelio_gpu":
+                    todo.append(name)
+                else:
+                    third_party.add(name.split(".")[0])
+    assert "themelio_gpu.cluster_match" in seen
+    assert not {m for m in third_party if m.startswith(("cdktf", "jsii")) or m == "constructs"}, sorted(
+        third_party
+    )
+    assert not {m for m in seen if m.startswith(("themelio_gpu.constructs", "themelio_gpu.providers"))}
+
+
+def test_failed_exec_plugin_is_named_in_the_fail_line(tmp_path: Path) -> None:
+    plan = api_access_plan(tmp_path, f"https://127.0.0.1:{closed_port()}", str(tmp_path / "no-such-plugin"), [])
+    out = io.StringIO()
+    assert run_preflight(plan, out) == 1
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith("FAIL connection: cannot reach https://127.0.0.1:"), first
+    assert first.endswith(f"(client: [Errno 2] No such file or directory: '{tmp_path}/no-such-plugin')"), first
