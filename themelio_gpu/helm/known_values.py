@@ -277,7 +277,11 @@ _GO_YAML_NON_STRINGS = re.compile(
 _UNICODE_BREAKS = re.compile("[\x85\u2028\u2029\ufeff]")
 
 
-class _ValuesDumper(yaml.SafeDumper):
+# libyaml's emitter when PyYAML has it (its wheels do): the same output, several times faster.
+_SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _ValuesDumper(_SafeDumper):  # type: ignore[valid-type,misc]
     def ignore_aliases(self, data: Any) -> bool:
         # Anchors/aliases are legal YAML but make values files hard to read and diff.
         return True
