@@ -6,7 +6,6 @@ from typing import Any
 
 import yaml
 
-
 # libyaml's emitter when PyYAML has it (its wheels do): the same output, several times faster.
 _SafeDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
