@@ -7,8 +7,10 @@ for it, as a ConfigMap the workload service and operators can read in the cluste
 from __future__ import annotations
 
 import json
+from functools import lru_cache
+from typing import Any
 
-from cdktf import TerraformOutput, TerraformStack
+from cdktf import TerraformStack
 
 from themelio_gpu.catalog.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
 from themelio_gpu.constructs.naming import FIELD_MANAGER
@@ -17,17 +19,26 @@ from themelio_gpu.providers import ConfigMapV1, ConfigMapV1Metadata, NamespaceV1
 from themelio_gpu.yaml_output import dump_yaml
 
 
+@lru_cache(maxsize=256)
+def _yaml_of_json(text: str) -> str:
+    # Keyed by content: clusters serving the same offerings render their ConfigMap YAML once.
+    return dump_yaml(json.loads(text))
+
+
+def _yaml(data: Any) -> str:
+    return _yaml_of_json(json.dumps(data, sort_keys=True))
+
+
 class CatalogOutputs:
     def __init__(self, stack: TerraformStack, plan: ClusterPlan) -> None:
         aliases = plan.definition.serve_migration_aliases
-        contracts = {
+        self.outputs: dict[str, Any] = {
             "waldur_quota_mapping": waldur_quota_mapping(plan.offerings, aliases),
             "kubeflow_spawner_gpus": kubeflow_spawner_gpus(plan.offerings),
             "gpu_labels": gpu_labels_config(plan.offerings, aliases),
             "device_classes": {c.name: c.extended_resource_name for c in plan.device_classes},
         }
-        for name, value in contracts.items():
-            TerraformOutput(stack, name, value=value)
+        contracts = self.outputs
 
         config_map = plan.definition.catalog_config_map
         if config_map is None:
@@ -48,9 +59,9 @@ class CatalogOutputs:
                 labels={"app.kubernetes.io/managed-by": FIELD_MANAGER},
             ),
             data={
-                "gpu-labels.yaml": dump_yaml(contracts["gpu_labels"]),
-                "kubeflow-spawner-gpus.yaml": dump_yaml(contracts["kubeflow_spawner_gpus"]),
-                "waldur-quota-mapping.yaml": dump_yaml(contracts["waldur_quota_mapping"]),
+                "gpu-labels.yaml": _yaml(contracts["gpu_labels"]),
+                "kubeflow-spawner-gpus.yaml": _yaml(contracts["kubeflow_spawner_gpus"]),
+                "waldur-quota-mapping.yaml": _yaml(contracts["waldur_quota_mapping"]),
                 "device-classes.json": json.dumps(contracts["device_classes"], sort_keys=True, indent=2),
             },
             depends_on=[namespace],

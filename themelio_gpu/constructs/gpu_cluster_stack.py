@@ -38,12 +38,15 @@ class GpuClusterStack(TerraformStack):
             for pool, contract in zip(cluster.node_pools, plan.pools, strict=True)
         ]
         labelled: list[Any] = [d for pool in pools for d in pool.dependables]
+        outputs: dict[str, Any] = {k: v for pool in pools for k, v in pool.outputs.items()}
         operator = GpuOperatorRelease(self, plan, depends_on=labelled)
         if plan.dra_enabled:
             driver = DraDriverRelease(self, plan, depends_on=[operator.release])
             if plan.device_classes:
                 DeviceClasses(self, plan.device_classes, depends_on=[driver.release])
-        CatalogOutputs(self, plan)
+        outputs.update(CatalogOutputs(self, plan).outputs)
+        # Outputs are plain JSON: one override writes them all, instead of one jsii object (round trip) each.
+        self.add_override("output", {name: {"value": value} for name, value in sorted(outputs.items())})
 
     def _providers(self, plan: ClusterPlan) -> None:
         access = plan.definition.access

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdktf import TerraformIterator, TerraformOutput, TerraformStack, Token
+from cdktf import TerraformIterator, TerraformStack
 
 from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
 from themelio_gpu.providers import (
@@ -34,9 +34,7 @@ class GpuNodePool:
     def __init__(self, stack: TerraformStack, pool: NodePool, contract: PoolContract) -> None:
         self.stack = stack
         self.dependables: list[Any] = []
-        TerraformOutput(
-            stack, logical_id("node_pool", pool.name.replace("-", "_")), value=self.contract_output(contract)
-        )
+        self.outputs = {logical_id("node_pool", pool.name.replace("-", "_")): self.contract_output(contract)}
         provisioning = pool.provisioning
         if provisioning.static is not None:
             self._static(contract, provisioning.static.nodes)
@@ -57,7 +55,8 @@ class GpuNodePool:
     def _static(self, contract: PoolContract, nodes: tuple[str, ...]) -> None:
         # One resource per pool with for_each over its nodes: every node gets the same contract.
         each_node = TerraformIterator.from_list(sorted(nodes))
-        node_name = Token.as_string(each_node.value)
+        # The Terraform expression itself: what the iterator's token would resolve to, without two round trips.
+        node_name = "${each.value}"
         labels = Labels(
             self.stack,
             logical_id("node_labels", contract.name),
