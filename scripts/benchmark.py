@@ -1,0 +1,762 @@
+#!/usr/bin/env python3
+"""Synthesis benchmark: how long GitOps pipelines wait for `main.py`, and what grows with the fleet.
+
+Usage (from the project root; `make bench` runs it with the defaults):
+    pipenv run python scripts/benchmark.py [--sizes 1,10,50,100] [--repeat 3] [--out FILE] [--keep]
+
+What it measures, in one run (ratios only mean something within one run on the same machine):
+1. Synthetic fleets of N clusters, generated into a temporary folder from a synthetic catalog derived
+   from the product table (>= 20 offerings: whole GPUs of every product, MIG slices of A100-40GB,
+   A100-80GB, H100-80GB and H200). Every cluster is the same shape: Kubernetes 1.36, local backend,
+   kubeconfig access, a catalog ConfigMap, and 20 offerings on 4 static pools of 8 nodes (one whole-GPU
+   pool, rotating through the products, and three MIG pools with a custom mixed MIG Manager config).
+   Each fleet is checked with `load_fleet` before anything is timed.
+2. The import floor: a fresh `python -c` importing the app's modules (cdktf, the provider bindings,
+   starting the jsii Node process) and building nothing. Whole-process wall time, median of --repeat.
+3. Per fleet size: whole-process wall time of `python main.py ... --quiet` (median of --repeat), CPU time,
+   peak memory of the process tree, the synthesized resource blocks (a for_each resource counts once)
+   and the instances they expand to, and the size of the output folder.
+4. Derived: time per cluster and per resource block beyond the floor, t_largest / t_smallest (goal
+   <= 1.5 for 100 vs 1 cluster), a least-squares slope (marginal seconds per cluster), peak memory
+   (goal < 1 GiB).
+
+Runs are interleaved (floor, then every size, --repeat times, alternating the order) so that the noise
+of a shared machine spreads over all figures instead of biasing one. One untimed warm-up run fills the
+page cache first.
+
+Memory: `main.py` runs Python plus the jsii kernel (`node`, which may itself start a child). Reported:
+- `max_single_process`: `ru_maxrss` from `os.wait4` on the child: the kernel's exact peak of the largest
+  single process among the child and the descendants it waited for (Python waits for node at exit, so
+  node is included). It is a max over processes, not a sum;
+- per process name, the kernel's peak (`VmHWM` in /proc/<pid>/status), read every 0.1 s while the tree
+  runs (a process's growth in its last 0.1 s can be missed);
+- `tree_peak_upper_bound`: the sum of those per-process peaks (they need not coincide, so it bounds the
+  tree's real peak from above; the memory goal is checked against it);
+- `tree_rss_sampled`: the largest sum of current RSS over the tree seen by the sampler (a lower bound).
+
+Results: a table on stdout and JSON (default bench-results/benchmark.json) with machine info and the git
+commit, so runs can be compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+if str(PROJECT_ROOT) not in sys.path:  # run as `python scripts/benchmark.py`: sys.path[0] is scripts/
+    sys.path.insert(0, str(PROJECT_ROOT))
+
+DEFAULT_SIZES = (1, 10, 50, 100)
+DEFAULT_OUT = PROJECT_ROOT / "bench-results" / "benchmark.json"
+FLOOR_IMPORTS = "import themelio_gpu.app, themelio_gpu.fleet, themelio_gpu.constructs.gpu_cluster_stack"
+CHILD_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CHECKPOINT_DISABLE": "1"}
+GOAL_RATIO = 1.5
+GOAL_MEMORY_KIB = 1024 * 1024
+MIB = 1024 * 1024
+
+# --- the synthetic fleet ------------------------------------------------------------------------------------
+
+OFFERINGS_PER_CLUSTER = 20
+POOLS_PER_CLUSTER = 4
+NODES_PER_POOL = 8
+GPUS_PER_NODE = 8
+KUBERNETES_VERSION = "1.36"
+
+# Short names in extended resource names, as the example catalog spells them (nvidia.com/a100, .../h100).
+SHORT_NAMES: Mapping[str, str] = {
+    "a10g": "a10g",
+    "l4": "l4",
+    "l40s": "l40s",
+    "a30": "a30",
+    "a100-40gb": "a100",
+    "a100-80gb": "a100-80gb",
+    "h100-80gb": "h100",
+    "h200-141gb": "h200",
+}
+MIG_OFFERING_PRODUCTS = ("a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb")
+# The MIG pools of every cluster; A100-80GB slices are in the catalog but served by no benchmark cluster.
+MIG_POOL_PRODUCTS = ("a100-40gb", "h100-80gb", "h200-141gb")
+# Migration aliases (legacy device-plugin names), as the example catalog has them for A100-40GB slices.
+ALIASED_PRODUCT = "a100-40gb"
+MIG_CONFIG_NAME = "themelio-mixed"
+
+
+def _spelling(profile: str) -> str:
+    return profile.replace("+", ".")
+
+
+def _component(text: str) -> str:
+    return "gpu_" + re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def whole_offering_name(product: str) -> str:
+    return f"nvidia.com/{SHORT_NAMES[product]}"
+
+
+def mig_offering_name(product: str, profile: str) -> str:
+    return f"nvidia.com/{SHORT_NAMES[product]}-mig-{_spelling(profile)}"
+
+
+def pool_mig_profiles(product: str) -> tuple[str, ...]:
+    """The six MIG profiles a benchmark MIG pool provides: every profile of the product but `+me` ones."""
+    from themelio_gpu.catalog.products import PRODUCTS
+
+    profiles = tuple(p for p in PRODUCTS[product].mig_profiles if "+" not in p)
+    assert len(profiles) == 6, (product, profiles)
+    return profiles
+
+
+def synthetic_catalog() -> dict[str, Any]:
+    """A catalog in the example's shape with every offering derived from the product table (37 entries)."""
+    from themelio_gpu.catalog.products import PRODUCTS
+
+    offerings: dict[str, Any] = {}
+    for key, product in PRODUCTS.items():
+        entry: dict[str, Any] = {
+            "deviceClass": f"{key}.gpu.themelio.io",
+            "product": key,
+            "displayName": product.display_name,
+            "description": f"One whole {product.display_name}.",
+            "quota": {"waldurComponent": _component(SHORT_NAMES[key])},
+            "kubeflow": {"uiName": product.display_name},
+        }
+        if product.memory_gib >= 80:
+            entry["constraints"] = {"minMemory": f"{product.memory_gib - 1}Gi", "minDriverVersion": "570.0.0"}
+        offerings[whole_offering_name(key)] = entry
+    for key in MIG_OFFERING_PRODUCTS:
+        product = PRODUCTS[key]
+        for profile in product.mig_profiles:
+            name = mig_offering_name(key, profile)
+            entry = {
+                "deviceClass": f"{key}-mig-{_spelling(profile)}.gpu.themelio.io",
+                "product": key,
+                "migProfile": profile,
+                "displayName": f"{product.display_name} MIG {profile}",
+                "description": f"A {profile} MIG slice of an {product.display_name}.",
+                "quota": {"waldurComponent": _component(f"{SHORT_NAMES[key]}_mig_{profile}"), "unit": "slice"},
+                "kubeflow": {"uiName": f"{product.display_name} MIG {profile}"},
+            }
+            if key == ALIASED_PRODUCT:
+                entry["aliases"] = [
+                    {
+                        "name": f"nvidia.com/mig-{_spelling(profile)}",
+                        "deviceClass": f"legacy-mig-{_spelling(profile)}.gpu.themelio.io",
+                    }
+                ]
+            offerings[name] = entry
+    offerings["nvidia.com/gpu"] = {
+        "servedBy": "dra-driver-chart",
+        "displayName": "Any NVIDIA GPU (legacy)",
+        "description": "Any whole GPU, served by the DRA driver chart's own class.",
+        "quota": {"waldurComponent": "gpu"},
+        "lifecycle": "deprecated",
+    }
+    return {"offerings": offerings}
+
+
+def cluster_name(index: int) -> str:
+    return f"bench-{index + 1:04d}"
+
+
+def synthetic_cluster(index: int) -> dict[str, Any]:
+    """Cluster `index` (0-based): 20 offerings on 4 static pools of 8 nodes, Kubernetes 1.36, local backend.
+
+    Pools: one whole-GPU pool (its product rotates through the product table, so the counts stay the same)
+    serving its product and the chart-served nvidia.com/gpu, and three MIG pools (A100-40GB, H100-80GB,
+    H200) whose custom MIG Manager config lays out different profiles on the node's GPUs, six per pool.
+    """
+    from themelio_gpu.catalog.products import PRODUCTS
+
+    name = cluster_name(index)
+    whole = list(PRODUCTS)[index % len(PRODUCTS)]
+
+    def nodes(pool: str) -> list[str]:
+        return [f"{name}-{pool}-{n:02d}" for n in range(1, NODES_PER_POOL + 1)]
+
+    pools: list[dict[str, Any]] = [
+        {
+            "name": f"whole-{whole}",
+            "product": whole,
+            "gpusPerNode": GPUS_PER_NODE,
+            "provisioning": {"static": {"nodes": nodes(f"whole-{whole}")}},
+        }
+    ]
+    offerings = [whole_offering_name(whole), "nvidia.com/gpu"]
+    for product in MIG_POOL_PRODUCTS:
+        profiles = pool_mig_profiles(product)
+        pool = f"mig-{product}"
+        pools.append(
+            {
+                "name": pool,
+                "product": product,
+                "gpusPerNode": GPUS_PER_NODE,
+                # One custom config, different layouts on different GPUs of the node (mig-parted allows it).
+                "mig": {
+                    "config": MIG_CONFIG_NAME,
+                    "provides": {p: 2 if p == profiles[0] else 1 for p in profiles},
+                },
+                "provisioning": {"static": {"nodes": nodes(pool)}},
+            }
+        )
+        offerings.extend(mig_offering_name(product, p) for p in profiles)
+    return {
+        "name": name,
+        "kubernetesVersion": KUBERNETES_VERSION,
+        "access": {"kubeconfig": {"path": "~/.kube/config", "context": name}},
+        "backend": {"type": "local"},
+        "offerings": sorted(offerings),
+        "nodePools": pools,
+        "catalogConfigMap": {"namespace": "themelio-system"},
+    }
+
+
+def write_fleet(folder: Path, clusters: int) -> tuple[Path, Path]:
+    """Write the synthetic catalog and `clusters` cluster definitions; returns (catalog, stacks dir)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    catalog = folder / "gpu-catalog.yaml"
+    catalog.write_text(yaml.safe_dump(synthetic_catalog(), sort_keys=False), encoding="utf-8")
+    stacks = folder / "stacks"
+    stacks.mkdir(exist_ok=True)
+    for index in range(clusters):
+        definition = synthetic_cluster(index)
+        text = yaml.safe_dump(definition, sort_keys=False)
+        (stacks / f"{definition['name']}.yaml").write_text(text, encoding="utf-8")
+    return catalog, stacks
+
+
+def check_fleet(catalog: Path, stacks: Path, clusters: int) -> None:
+    """Load the fleet as main.py does and check its shape; raises with every problem if it is invalid."""
+    from themelio_gpu.fleet import load_fleet
+    from themelio_gpu.problems import InputError
+
+    try:
+        fleet = load_fleet(catalog, stacks)
+    except InputError as error:
+        raise SystemExit(f"the generated fleet is invalid:\n{error.render()}") from error
+    if len(fleet.clusters) != clusters:
+        raise SystemExit(f"expected {clusters} clusters, loaded {len(fleet.clusters)}")
+    for plan in fleet.clusters:
+        shape = (
+            len(plan.offerings),
+            len(plan.pools),
+            [len(p.provisioning.static.nodes) for p in plan.definition.node_pools if p.provisioning.static],
+        )
+        if shape != (OFFERINGS_PER_CLUSTER, POOLS_PER_CLUSTER, [NODES_PER_POOL] * POOLS_PER_CLUSTER):
+            raise SystemExit(f"{plan.name}: unexpected shape (offerings, pools, nodes per pool) {shape}")
+
+
+# --- measuring one process tree -----------------------------------------------------------------------------
+
+
+def _ppid_of(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text.rpartition(")")[2].split()[1])
+
+
+def _status(pid: int) -> dict[str, str]:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split(":", 1) for line in lines if ":" in line)
+
+
+def _kib(value: str | None) -> int:
+    return int(value.split()[0]) if value else 0
+
+
+class TreeSampler(threading.Thread):
+    """Reads the kernel's per-process peak RSS (VmHWM) of a process tree every `interval` seconds."""
+
+    def __init__(self, root: int, interval: float = 0.1, rescan_every: int = 5) -> None:
+        super().__init__(daemon=True, name="tree-sampler")
+        self.root = root
+        self.interval = interval
+        self.rescan_every = rescan_every
+        self.peaks: dict[int, tuple[str, int]] = {}
+        self.rss_sum_max = 0
+        self._pids: set[int] = {root}
+        self._done = threading.Event()
+
+    def _descendants(self) -> set[int]:
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                ppid = _ppid_of(int(entry.name))
+                if ppid is not None:
+                    children.setdefault(ppid, []).append(int(entry.name))
+        found, todo = {self.root}, [self.root]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        return found
+
+    def run(self) -> None:
+        tick = 0
+        while not self._done.is_set():
+            if tick % self.rescan_every == 0:
+                self._pids |= self._descendants()
+            tick += 1
+            rss_sum = 0
+            for pid in list(self._pids):
+                status = _status(pid)
+                if "VmHWM" not in status:  # gone, or a zombie
+                    continue
+                name = status.get("Name", "?").strip()
+                self.peaks[pid] = (name, max(_kib(status["VmHWM"]), self.peaks.get(pid, (name, 0))[1]))
+                rss_sum += _kib(status.get("VmRSS"))
+            self.rss_sum_max = max(self.rss_sum_max, rss_sum)
+            self._done.wait(self.interval)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+@dataclass
+class Run:
+    wall_s: float
+    cpu_s: float
+    """User + system time of the child and the descendants it waited for (Python and node)."""
+    max_single_process_kib: int
+    peaks_by_name_kib: dict[str, int]
+    tree_peak_upper_bound_kib: int
+    tree_rss_sampled_kib: int
+
+
+def measure(command: Sequence[str], env: Mapping[str, str]) -> Run:
+    with tempfile.TemporaryFile() as stderr:
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            list(command), cwd=PROJECT_ROOT, env=dict(env), stdout=subprocess.DEVNULL, stderr=stderr
+        )
+        sampler = TreeSampler(process.pid)
+        sampler.start()
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        sampler.stop()
+        if process.returncode != 0:
+            stderr.seek(0)
+            message = stderr.read().decode(errors="replace")[-4000:]
+            raise SystemExit(f"{' '.join(command)} exited with {process.returncode}:\n{message}")
+    by_name: dict[str, int] = {}
+    for name, peak in sampler.peaks.values():
+        key = "python" if name.startswith("python") else name
+        by_name[key] = by_name.get(key, 0) + peak
+    return Run(
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        max_single_process_kib=usage.ru_maxrss,  # KiB on Linux
+        peaks_by_name_kib=dict(sorted(by_name.items())),
+        tree_peak_upper_bound_kib=sum(peak for _, peak in sampler.peaks.values()),
+        tree_rss_sampled_kib=sampler.rss_sum_max,
+    )
+
+
+# --- synthesized output -------------------------------------------------------------------------------------
+
+_TOSET = re.compile(r"^\$\{toset\((\[.*\])\)\}$", re.DOTALL)
+
+
+def for_each_instances(body: Mapping[str, Any]) -> int | None:
+    """How many instances a resource block expands to; None when it cannot be told from the JSON."""
+    if "for_each" in body:
+        value = body["for_each"]
+        if isinstance(value, dict | list):
+            return len(value)
+        match = _TOSET.match(value) if isinstance(value, str) else None
+        if match is None:
+            return None
+        return len(set(json.loads(match.group(1))))
+    count = body.get("count", 1)
+    return count if isinstance(count, int) else None
+
+
+@dataclass
+class Output:
+    stacks: int = 0
+    resource_blocks: int = 0
+    resource_instances: int = 0
+    unknown_instance_counts: int = 0
+    blocks_by_type: dict[str, int] = field(default_factory=dict)
+    bytes: int = 0
+    digest: str = ""
+
+
+def inspect_output(outdir: Path) -> Output:
+    result = Output()
+    digest = hashlib.sha256()
+    for path in sorted(p for p in outdir.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        result.bytes += len(data)
+        digest.update(str(path.relative_to(outdir)).encode() + b"\0" + data)
+        if path.name != "cdk.tf.json":
+            continue
+        result.stacks += 1
+        for kind, blocks in json.loads(data).get("resource", {}).items():
+            result.blocks_by_type[kind] = result.blocks_by_type.get(kind, 0) + len(blocks)
+            for body in blocks.values():
+                result.resource_blocks += 1
+                instances = for_each_instances(body)
+                if instances is None:
+                    result.unknown_instance_counts += 1
+                    instances = 1
+                result.resource_instances += instances
+    result.blocks_by_type = dict(sorted(result.blocks_by_type.items()))
+    result.digest = digest.hexdigest()
+    return result
+
+
+# --- the benchmark ------------------------------------------------------------------------------------------
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "--no-optional-locks", *args],  # read-only: no index refresh
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip()
+
+
+def machine_info() -> dict[str, Any]:
+    node = shutil.which("node")
+    node_version = None
+    if node:
+        node_version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "node": node_version,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": None if status is None else bool(status),
+        "source_digest": source_digest(),
+    }
+
+
+def source_digest() -> str:
+    """SHA-256 of the app's code (main.py, themelio_gpu/): tells whether it changed while the benchmark ran."""
+    digest = hashlib.sha256()
+    for path in [PROJECT_ROOT / "main.py", *sorted((PROJECT_ROOT / "themelio_gpu").rglob("*.py"))]:
+        digest.update(str(path.relative_to(PROJECT_ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _stats(runs: Sequence[Run]) -> dict[str, Any]:
+    walls = [r.wall_s for r in runs]
+    return {
+        "wall_s_median": statistics.median(walls),
+        "wall_s_min": min(walls),
+        "wall_s_all": [round(w, 3) for w in walls],
+        "cpu_s_median": statistics.median(r.cpu_s for r in runs),
+        "memory_kib": {
+            "max_single_process": max(r.max_single_process_kib for r in runs),
+            "peaks_by_name": {
+                name: max(r.peaks_by_name_kib.get(name, 0) for r in runs)
+                for name in sorted({n for r in runs for n in r.peaks_by_name_kib})
+            },
+            "tree_peak_upper_bound": max(r.tree_peak_upper_bound_kib for r in runs),
+            "tree_rss_sampled": max(r.tree_rss_sampled_kib for r in runs),
+        },
+    }
+
+
+def _slope(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
+    """Least-squares (slope, intercept) of wall time over cluster count."""
+    if len({n for n, _ in points}) < 2:
+        return None
+    xs, ys = [float(n) for n, _ in points], [t for _, t in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
+
+
+def derive(floor: Mapping[str, Any], sizes: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    t_floor, cpu_floor = float(floor["wall_s_median"]), float(floor["cpu_s_median"])
+    for item in sizes:
+        beyond = float(item["wall_s_median"]) - t_floor
+        item_derived = {
+            "beyond_floor_s": beyond,
+            "per_cluster_beyond_floor_ms": 1000 * beyond / item["clusters"],
+            "per_resource_block_beyond_floor_ms": 1000 * beyond / max(item["output"]["resource_blocks"], 1),
+            # CPU time (Python + node) is far less sensitive to a busy machine than wall time.
+            "cpu_per_cluster_beyond_floor_ms": 1000 * (float(item["cpu_s_median"]) - cpu_floor) / item["clusters"],
+        }
+        item["derived"].update(item_derived)
+    first, last = sizes[0], sizes[-1]
+    ratio = float(last["wall_s_median"]) / float(first["wall_s_median"])
+    peak = max(int(s["memory_kib"]["tree_peak_upper_bound"]) for s in sizes)
+    derived: dict[str, Any] = {
+        "ratio_name": f"t_{last['clusters']}/t_{first['clusters']}",
+        "ratio": ratio,
+        "ratio_goal": GOAL_RATIO,
+        "ratio_ok": ratio <= GOAL_RATIO,
+        "ratio_of_minimum_walls": float(last["wall_s_min"]) / float(first["wall_s_min"]),
+        "ratio_of_cpu": float(last["cpu_s_median"]) / float(first["cpu_s_median"]),
+        "peak_memory_kib": peak,
+        "peak_memory_goal_kib": GOAL_MEMORY_KIB,
+        "peak_memory_ok": peak < GOAL_MEMORY_KIB,
+        "identical_output_across_repeats": all(s["output_identical_across_repeats"] for s in sizes),
+    }
+    fit = _slope([(int(s["clusters"]), float(s["wall_s_median"])) for s in sizes])
+    if fit is not None:
+        slope, intercept = fit
+        derived["marginal_s_per_cluster"] = slope
+        derived["fitted_fixed_s"] = intercept
+        derived["fitted_fixed_beyond_floor_s"] = intercept - t_floor
+        t_one = float(first["wall_s_median"])
+        if slope > 0:
+            # Clusters at which t_N / t_smallest reaches the goal, at the fitted marginal cost.
+            derived["clusters_within_ratio_goal"] = int(first["clusters"] + (GOAL_RATIO - 1) * t_one / slope)
+    # Noise on a shared machine only ever adds time: the fit over the fastest runs is the steadier estimate.
+    fit_min = _slope([(int(s["clusters"]), float(s["wall_s_min"])) for s in sizes])
+    if fit_min is not None:
+        derived["marginal_s_per_cluster_of_minima"] = fit_min[0]
+    return derived
+
+
+def _mib(kib: int) -> str:
+    return f"{kib / 1024:.0f}"
+
+
+def render_table(result: Mapping[str, Any]) -> str:
+    machine, floor, sizes, derived = result["machine"], result["floor"], result["sizes"], result["derived"]
+    commit = (machine["git_commit"] or "unknown")[:12] + (" (dirty)" if machine["git_dirty"] else "")
+    lines = [
+        f"Synthesis benchmark  {machine['date']}  {machine['cpu_count']} CPUs  Python {machine['python']}  "
+        f"node {machine['node']}  commit {commit}",
+        f"repeats: {result['settings']['repeat']} (medians); cluster: {OFFERINGS_PER_CLUSTER} offerings, "
+        f"{POOLS_PER_CLUSTER} static pools x {NODES_PER_POOL} nodes",
+        "",
+        f"import floor: {floor['wall_s_median']:.2f} s wall (runs {', '.join(f'{w:.2f}' for w in floor['wall_s_all'])}), "
+        f"{floor['cpu_s_median']:.2f} s CPU, peak python {_mib(floor['memory_kib']['peaks_by_name'].get('python', 0))} MiB "
+        f"+ node {_mib(floor['memory_kib']['peaks_by_name'].get('node', 0))} MiB",
+        "",
+    ]
+    header = (
+        "clusters",
+        "wall s",
+        "min s",
+        "CPU s",
+        "beyond floor s",
+        "ms/cluster",
+        "CPU ms/cluster",
+        "blocks",
+        "instances",
+        "ms/block",
+        "py MiB",
+        "node MiB",
+        "tree MiB",
+        "output MiB",
+    )
+    rows = [header]
+    for s in sizes:
+        mem, out, d = s["memory_kib"], s["output"], s["derived"]
+        rows.append(
+            (
+                str(s["clusters"]),
+                f"{s['wall_s_median']:.2f}",
+                f"{s['wall_s_min']:.2f}",
+                f"{s['cpu_s_median']:.2f}",
+                f"{d['beyond_floor_s']:.2f}",
+                f"{d['per_cluster_beyond_floor_ms']:.0f}",
+                f"{d['cpu_per_cluster_beyond_floor_ms']:.0f}",
+                str(out["resource_blocks"]),
+                str(out["resource_instances"]),
+                f"{d['per_resource_block_beyond_floor_ms']:.1f}",
+                _mib(mem["peaks_by_name"].get("python", 0)),
+                _mib(mem["peaks_by_name"].get("node", 0)),
+                _mib(mem["tree_peak_upper_bound"]),
+                f"{out['bytes'] / MIB:.2f}",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for index, row in enumerate(rows):
+        lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    ok = {True: "ok", False: "MISSED"}
+    lines.append(
+        f"{derived['ratio_name']} = {derived['ratio']:.2f} of medians (goal <= {GOAL_RATIO}: "
+        f"{ok[derived['ratio_ok']]}); of minima {derived['ratio_of_minimum_walls']:.2f}, "
+        f"of CPU times {derived['ratio_of_cpu']:.2f}"
+    )
+    lines.append(
+        f"peak memory {_mib(derived['peak_memory_kib'])} MiB, python + node peaks summed "
+        f"(goal < 1024 MiB: {ok[derived['peak_memory_ok']]})"
+    )
+    if "marginal_s_per_cluster" in derived:
+        line = (
+            f"fit: {1000 * derived['marginal_s_per_cluster']:.0f} ms per cluster, fixed {derived['fitted_fixed_s']:.2f} s "
+            f"({derived['fitted_fixed_beyond_floor_s']:+.2f} s beyond the import floor); "
+            f"over the fastest runs {1000 * derived['marginal_s_per_cluster_of_minima']:.0f} ms per cluster"
+        )
+        if "clusters_within_ratio_goal" in derived:
+            line += f"; the ratio goal holds up to ~{derived['clusters_within_ratio_goal']} clusters"
+        lines.append(line)
+    lines.append(
+        "output identical across repeats: " + ("yes" if derived["identical_output_across_repeats"] else "NO")
+    )
+    if result["source_changed_during_run"]:
+        lines.append("WARNING: main.py or themelio_gpu/ changed while the benchmark ran; the figures mix versions")
+    return "\n".join(lines)
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--sizes takes numbers like 1,10,50,100: {error}") from error
+    if not sizes or sizes[0] < 1:
+        raise argparse.ArgumentTypeError("--sizes needs at least one count of clusters, each >= 1")
+    return sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=DEFAULT_SIZES,
+        help="fleet sizes, comma-separated (default 1,10,50,100)",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="JSON results (default bench-results/benchmark.json)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the generated fleets and one output per size")
+    return parser
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, Any]:
+    env = {**os.environ, **CHILD_ENV}
+    env.pop("CDKTF_OUTDIR", None)
+    python = sys.executable
+    fleets: dict[int, tuple[Path, Path]] = {}
+    for n in sizes:
+        fleets[n] = write_fleet(work / f"fleet-{n}", n)
+        check_fleet(*fleets[n], n)
+    _progress(f"generated fleets of {', '.join(map(str, sizes))} clusters in {work}")
+
+    floor_command = [python, "-c", FLOOR_IMPORTS]
+    measure(floor_command, env)  # warm-up: page cache, jsii's assembly cache
+    floor_runs: list[Run] = []
+    runs: dict[int, list[Run]] = {n: [] for n in sizes}
+    outputs: dict[int, Output] = {}
+    digests: dict[int, set[str]] = {n: set() for n in sizes}
+    for rep in range(repeat):
+        run = measure(floor_command, env)
+        floor_runs.append(run)
+        _progress(f"[{rep + 1}/{repeat}] floor: {run.wall_s:.2f} s")
+        for n in sizes if rep % 2 == 0 else reversed(sizes):
+            catalog, stacks = fleets[n]
+            outdir = work / f"out-{n}-{rep + 1}"
+            command = [python, "main.py", "--catalog", str(catalog), "--stacks-dir", str(stacks)]
+            run = measure([*command, "--outdir", str(outdir), "--quiet"], env)
+            runs[n].append(run)
+            output = inspect_output(outdir)
+            digests[n].add(output.digest)
+            if n not in outputs:
+                outputs[n] = output
+            else:
+                shutil.rmtree(outdir)
+            _progress(f"[{rep + 1}/{repeat}] {n} clusters: {run.wall_s:.2f} s")
+
+    floor = _stats(floor_runs)
+    size_results: list[dict[str, Any]] = []
+    for n in sizes:
+        size_results.append(
+            {
+                "clusters": n,
+                **_stats(runs[n]),
+                "output": asdict(outputs[n]),
+                "output_identical_across_repeats": len(digests[n]) == 1,
+                "derived": {},
+            }
+        )
+    return {"floor": floor, "sizes": size_results, "derived": derive(floor, size_results)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.repeat < 1:
+        raise SystemExit("--repeat must be at least 1")
+    machine = machine_info()  # before the runs: the commit and code measured
+    work = Path(tempfile.mkdtemp(prefix="themelio-bench-"))
+    try:
+        measured = run_benchmark(args.sizes, args.repeat, work)
+    finally:
+        if args.keep:
+            _progress(f"kept the generated fleets and outputs in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    result = {
+        "schema": 1,
+        "machine": machine,
+        "source_changed_during_run": source_digest() != machine["source_digest"],
+        "settings": {
+            "sizes": list(args.sizes),
+            "repeat": args.repeat,
+            "floor_command": f"python -c '{FLOOR_IMPORTS}'",
+            "synth_command": "python main.py --catalog <cat> --stacks-dir <dir> --outdir <tmp> --quiet",
+            "cluster_shape": {
+                "offerings": OFFERINGS_PER_CLUSTER,
+                "pools": POOLS_PER_CLUSTER,
+                "nodes_per_pool": NODES_PER_POOL,
+                "kubernetes_version": KUBERNETES_VERSION,
+                "backend": "local",
+                "access": "kubeconfig",
+                "catalog_config_map": True,
+            },
+        },
+        **measured,
+    }
+    print(render_table(result))
+    out: Path = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
