@@ -125,3 +125,12 @@ def test_main_synthesizes_with_progress_and_summary(tmp_path: Path) -> None:
     assert "cluster  k8s   offerings  DeviceClasses  pools  releases" in result.stdout
     assert (tmp_path / "out" / "stacks" / "solo" / "cdk.tf.json").exists()
     assert "Node.js" not in result.stderr  # the jsii end-of-life banner is silenced
+
+
+def test_unwritable_export_folder_is_a_message_not_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = run("-m", "themelio_gpu", "catalog", "export", "--out", str(blocker / "out"))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert str(blocker / "out") in result.stderr

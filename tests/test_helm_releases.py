@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -209,3 +210,19 @@ def test_upgrade_from_the_25x_chart_keeps_the_release_and_resource_names(tmp_pat
     from themelio_gpu.helm.values import dra_release_name
 
     assert dra_release_name(plan.definition) == "nvidia-dra-driver-gpu"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"node-feature-discovery": {"worker": {"nodeSelector": {1: "x"}}}}, "values keys must be strings, got 1"),
+        ({"validator": {"env": datetime.date(2020, 1, 1)}}, "cannot render date value at validator.env"),
+    ],
+)
+def test_override_values_that_yaml_cannot_carry_to_helm(
+    tmp_path: Path, values: dict[Any, Any], message: str
+) -> None:
+    problems = problems_of(tmp_path, cluster(gpuOperator={"values": values}))
+    assert any(": gpuOperator.values: " in p and message in p and "quote it in YAML" in p for p in problems), (
+        problems
+    )

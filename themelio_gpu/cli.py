@@ -63,6 +63,10 @@ def report_input_errors(run: Callable[[], int]) -> int:
         print(error.render(), file=sys.stderr)
         print(f"{count} problem{'s' if count != 1 else ''} found; nothing was written.", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as error:
+        # An output folder that cannot be written, a file that vanished: say which and why.
+        print(f"{error.filename or ''}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:

@@ -17,7 +17,12 @@ from themelio_gpu.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.catalog.model import ServedBy
 from themelio_gpu.catalog.products import PRODUCTS, mig_profile_resource_spelling
 from themelio_gpu.helm import values as helm_values
-from themelio_gpu.helm.known_values import UnsupportedChartVersion, deep_merge, unknown_value_paths
+from themelio_gpu.helm.known_values import (
+    UnsupportedChartVersion,
+    deep_merge,
+    render_values_yaml,
+    unknown_value_paths,
+)
 from themelio_gpu.problems import Problems
 from themelio_gpu.stacks.definition import ClusterDefinition, Component
 from themelio_gpu.stacks.pool_contract import PoolContract, pool_contract
@@ -341,8 +346,13 @@ def _merged_values(
         unknown = unknown_value_paths(chart, version, overrides)
         # Derived values must exist too: this catches a chart upgrade that renamed a key we set.
         unknown_derived = unknown_value_paths(chart, version, derived)
+        # Helm values are YAML: string keys and plain scalars only (no dates, no integer keys).
+        render_values_yaml(overrides)
     except UnsupportedChartVersion as error:
         problems.add(file, f"{where}.version", str(error))
+        return derived
+    except TypeError as error:
+        problems.add(file, f"{where}.values", f"{error}; quote it in YAML to make it a string")
         return derived
     for item in unknown:
         problems.add(file, f"{where}.values", f"{item} for chart {chart} {version}")
