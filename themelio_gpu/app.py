@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from cdktf import App
 
 from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
-from themelio_gpu.fleet import Fleet
+from themelio_gpu.fleet import ClusterPlan, Fleet
 
 
-def build_app(fleet: Fleet, outdir: Path | None = None) -> App:
+def build_app(
+    fleet: Fleet, outdir: Path | None = None, on_stack: Callable[[ClusterPlan], None] | None = None
+) -> App:
     # App() reads CDKTF_OUTDIR itself when the CDKTF CLI runs us; an explicit outdir wins.
     app = App(outdir=str(outdir)) if outdir is not None else App()
     for plan in fleet.clusters:
         GpuClusterStack(app, plan)
+        if on_stack is not None:
+            on_stack(plan)
     return app

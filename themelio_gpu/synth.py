@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from themelio_gpu.fleet import Fleet
+from themelio_gpu.fleet import ClusterPlan, Fleet
 
 
 def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.stdout) -> None:
@@ -14,11 +14,22 @@ def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.
     # (catalog validate, match) should not pay for them.
     from themelio_gpu.app import build_app
 
-    app = build_app(fleet, outdir)
     total = len(fleet.clusters)
+    done = 0
+
+    def report(plan: ClusterPlan) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            print(
+                f"[{done}/{total}] {plan.name}: {len(plan.device_classes)} DeviceClasses",
+                file=progress,
+                flush=True,
+            )
+
+    app = build_app(fleet, outdir, report)
     if progress is not None:
-        for index, plan in enumerate(fleet.clusters, start=1):
-            print(f"[{index}/{total}] {plan.name}: {len(plan.device_classes)} DeviceClasses", file=progress)
+        print(f"writing {total} stack{'s' if total != 1 else ''}", file=progress, flush=True)
     app.synth()
 
 
