@@ -244,6 +244,7 @@ def test_provisioned_pool_is_an_output_with_kubelet_flags(stack_json: StackJson)
     assert output["labels"]["accelerator"] == "nvidia-a10g"
     assert output["kubelet_args"][0].startswith("--node-labels=accelerator=nvidia-a10g,")
     assert output["kubelet_args"][1] == "--register-with-taints=nvidia.com/gpu=present:NoSchedule"
+    assert output["devices_per_node"] == {"gpu": 4}
     # Nothing touches provisioned nodes directly.
     assert "kubernetes_labels" not in stack["resource"]
 

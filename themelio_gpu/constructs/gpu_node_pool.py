@@ -45,6 +45,8 @@ class GpuNodePool:
     def contract_output(contract: PoolContract) -> dict[str, Any]:
         return {
             "labels": dict(contract.labels),
+            # Allocatable units per node (whole GPUs, or MIG devices per profile): capacity for quotas.
+            "devices_per_node": dict(contract.devices_per_node()),
             "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in contract.taints],
             "kubelet_args": [
                 f"--node-labels={contract.kubelet_node_labels}",

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from themelio_gpu import k8s_names
 from themelio_gpu.catalog.products import (
     GpuProduct,
+    default_mig_config_names,
     mig_config_for_profile,
     named_mig_layout,
 )
@@ -121,7 +122,9 @@ def pool_contract(
             else:
                 mig_devices = named_mig_layout(product, pool.mig.config)
                 if mig_devices is None:
-                    valid = ["all-balanced", *(mig_config_for_profile(p) for p in product.mig_profiles)]
+                    valid = [
+                        n for n in default_mig_config_names(product) if n not in ("all-disabled", "all-enabled")
+                    ]
                     problems.append(
                         (
                             "mig.config",
