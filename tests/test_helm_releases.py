@@ -199,7 +199,6 @@ def test_upgrade_from_the_25x_chart_keeps_the_release_and_resource_names(tmp_pat
         draDriver={
             "chart": "nvidia-dra-driver-gpu",
             "version": "25.12.0",
-            "repository": "https://helm.ngc.nvidia.com/nvidia",
             "upgradeFrom25x": True,
         }
     )
@@ -210,6 +209,9 @@ def test_upgrade_from_the_25x_chart_keeps_the_release_and_resource_names(tmp_pat
     from themelio_gpu.helm.values import dra_release_name
 
     assert dra_release_name(plan.definition) == "nvidia-dra-driver-gpu"
+    # The 25.x chart is only published on NGC; the new name defaults to registry.k8s.io.
+    assert plan.definition.dra_driver.chart_repository == "https://helm.ngc.nvidia.com/nvidia"
+    assert fleet_of(tmp_path, cluster()).clusters[0].definition.dra_driver.chart_repository.startswith("oci://")
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ class DraDriverRelease:
             stack,
             name=dra_release_name(plan.definition),
             chart=release.chart,
-            repository=release.repository,
+            repository=release.chart_repository,
             version=release.version,
             namespace=release.namespace,
             timeout_seconds=release.timeout_seconds,

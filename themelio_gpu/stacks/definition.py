@@ -298,7 +298,11 @@ class GpuOperatorRelease(Strict):
 class DraDriverRelease(Strict):
     chart: Literal["dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"] = "dra-driver-nvidia-gpu"
     version: str = "0.4.1"
-    repository: str = "oci://registry.k8s.io/dra-driver-nvidia/charts"
+    repository: str | None = Field(
+        default=None,
+        description="Default: oci://registry.k8s.io/dra-driver-nvidia/charts for dra-driver-nvidia-gpu, "
+        "https://helm.ngc.nvidia.com/nvidia for the 25.x chart nvidia-dra-driver-gpu (only published there)",
+    )
     namespace: str = "nvidia-dra-driver-gpu"
     compute_domains: bool = Field(default=False, alias="computeDomains", description="ComputeDomains (MNNVL/IMEX)")
     upgrade_from_25x: bool = Field(
@@ -308,6 +312,14 @@ class DraDriverRelease(Strict):
     )
     timeout_seconds: int = Field(default=600, alias="timeoutSeconds", gt=0)
     values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
+
+    @property
+    def chart_repository(self) -> str:
+        if self.repository is not None:
+            return self.repository
+        if self.chart == "nvidia-dra-driver-gpu":
+            return "https://helm.ngc.nvidia.com/nvidia"
+        return "oci://registry.k8s.io/dra-driver-nvidia/charts"
 
 
 class CatalogConfigMap(Strict):
