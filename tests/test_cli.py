@@ -134,3 +134,12 @@ def test_unwritable_export_folder_is_a_message_not_a_traceback(tmp_path: Path) -
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert str(blocker / "out") in result.stderr
+
+
+def test_unwritable_outdir_is_a_message_not_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = run("main.py", "--outdir", str(blocker / "out"), "--quiet")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"{blocker / 'out'}: Not a directory" in result.stderr

@@ -15,7 +15,7 @@ from typing import Any
 from themelio_gpu import k8s_names
 from themelio_gpu.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.catalog.model import ServedBy
-from themelio_gpu.catalog.products import PRODUCTS, mig_profile_resource_spelling
+from themelio_gpu.catalog.products import PRODUCTS, mig_profile_resource_spelling, unknown_product_message
 from themelio_gpu.helm import values as helm_values
 from themelio_gpu.helm.known_values import (
     UnsupportedChartVersion,
@@ -246,9 +246,7 @@ def _pool_contracts(cluster: ClusterDefinition, file: str, problems: Problems) -
             )
         product = PRODUCTS.get(pool.product)
         if product is None:
-            problems.add(
-                file, f"{where}.product", f"unknown product {pool.product!r}; known: {', '.join(PRODUCTS)}"
-            )
+            problems.add(file, f"{where}.product", unknown_product_message(pool.product))
             continue
         found: list[tuple[str, str]] = []
         contract = pool_contract(pool, product, device_plugin, found)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -14,6 +15,9 @@ def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.
     # (catalog validate, match) should not pay for them.
     from themelio_gpu.app import build_app
 
+    # Create the output folder first: a path that cannot be written is a message, not a jsii traceback.
+    target = outdir or Path(os.environ.get("CDKTF_OUTDIR") or "cdktf.out")
+    target.mkdir(parents=True, exist_ok=True)
     total = len(fleet.clusters)
     done = 0
 

@@ -19,7 +19,7 @@ from themelio_gpu.catalog.model import (
     ServedBy,
     Toleration,
 )
-from themelio_gpu.catalog.products import PRODUCTS, GpuProduct
+from themelio_gpu.catalog.products import PRODUCTS, GpuProduct, unknown_product_message
 from themelio_gpu.catalog.selectors import gpu_selector
 from themelio_gpu.problems import Problems
 from themelio_gpu.yaml_input import format_location, load_yaml_file, validate_model
@@ -182,9 +182,7 @@ def _resolve_offering(name: str, offering: Offering, file: str, problems: Proble
         if served_by is not ServedBy.dra_driver_chart:
             problems.add(file, f"{where}.product", f"required: one of {', '.join(PRODUCTS)}")
     elif offering.product not in PRODUCTS:
-        problems.add(
-            file, f"{where}.product", f"unknown product {offering.product!r}; known: {', '.join(PRODUCTS)}"
-        )
+        problems.add(file, f"{where}.product", unknown_product_message(offering.product))
     else:
         product = PRODUCTS[offering.product]
         if served_by is ServedBy.dra_driver_chart:

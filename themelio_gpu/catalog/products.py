@@ -157,6 +157,10 @@ PRODUCTS: Mapping[str, GpuProduct] = MappingProxyType(
 )
 
 
+def unknown_product_message(key: str) -> str:
+    return f"unknown product {key!r}; known: {', '.join(PRODUCTS)}"
+
+
 def mig_profile_resource_spelling(profile: str) -> str:
     """How the device plugin spells a MIG profile in a resource name: `1g.10gb+me` -> `1g.10gb.me`."""
     return profile.replace("+", ".")

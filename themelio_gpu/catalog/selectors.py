@@ -42,9 +42,8 @@ def gpu_selector(
     return " && ".join(terms)
 
 
-# The DRA driver chart's own classes, verbatim from its templates (chart 0.4.1), for the match engine.
+# The DRA driver chart's GPU classes, verbatim from its templates (chart 0.4.1), for the match engine.
 CHART_CLASS_SELECTORS = {
     "gpu.nvidia.com": f"device.driver == '{DRIVER}' && {_ATTRS}.type == 'gpu'",
     "mig.nvidia.com": f"device.driver == '{DRIVER}' && {_ATTRS}.type == 'mig'",
-    "vfio.gpu.nvidia.com": f"device.driver == '{DRIVER}' && {_ATTRS}.type == 'vfio'",
 }
