@@ -67,7 +67,9 @@ if str(PROJECT_ROOT) not in sys.path:  # run as `python scripts/benchmark.py`: s
 
 DEFAULT_SIZES = (1, 10, 50, 100)
 DEFAULT_OUT = PROJECT_ROOT / "bench-results" / "benchmark.json"
-FLOOR_IMPORTS = "import themelio_gpu.app, themelio_gpu.fleet, themelio_gpu.constructs.gpu_cluster_stack"
+FLOOR_IMPORTS = (
+    "import themelio_gpu.outputs.app, themelio_gpu.plan.fleet, themelio_gpu.constructs.gpu_cluster_stack"
+)
 CHILD_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CHECKPOINT_DISABLE": "1"}
 GOAL_RATIO = 1.5
 GOAL_MEMORY_KIB = 1024 * 1024
@@ -118,7 +120,7 @@ def mig_offering_name(product: str, profile: str) -> str:
 
 def pool_mig_profiles(product: str) -> tuple[str, ...]:
     """The six MIG profiles a benchmark MIG pool provides: every profile of the product but `+me` ones."""
-    from themelio_gpu.catalog.products import PRODUCTS
+    from themelio_gpu.inputs.catalog.products import PRODUCTS
 
     profiles = tuple(p for p in PRODUCTS[product].mig_profiles if "+" not in p)
     assert len(profiles) == 6, (product, profiles)
@@ -127,7 +129,7 @@ def pool_mig_profiles(product: str) -> tuple[str, ...]:
 
 def synthetic_catalog() -> dict[str, Any]:
     """A catalog in the example's shape with every offering derived from the product table (37 entries)."""
-    from themelio_gpu.catalog.products import PRODUCTS
+    from themelio_gpu.inputs.catalog.products import PRODUCTS
 
     offerings: dict[str, Any] = {}
     for key, product in PRODUCTS.items():
@@ -184,7 +186,7 @@ def synthetic_cluster(index: int) -> dict[str, Any]:
     serving its product and the chart-served nvidia.com/gpu, and three MIG pools (A100-40GB, H100-80GB,
     H200) whose custom MIG Manager config lays out different profiles on the node's GPUs, six per pool.
     """
-    from themelio_gpu.catalog.products import PRODUCTS
+    from themelio_gpu.inputs.catalog.products import PRODUCTS
 
     name = cluster_name(index)
     whole = list(PRODUCTS)[index % len(PRODUCTS)]
@@ -245,8 +247,8 @@ def write_fleet(folder: Path, clusters: int) -> tuple[Path, Path]:
 
 def check_fleet(catalog: Path, stacks: Path, clusters: int) -> None:
     """Load the fleet as main.py does and check its shape; raises with every problem if it is invalid."""
-    from themelio_gpu.fleet import load_fleet
-    from themelio_gpu.problems import InputError
+    from themelio_gpu.inputs.problems import InputError
+    from themelio_gpu.plan.fleet import load_fleet
 
     try:
         fleet = load_fleet(catalog, stacks)

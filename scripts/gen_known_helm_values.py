@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate themelio_gpu/helm/_known_paths.py from the NVIDIA charts' real values.yaml files.
+"""Regenerate themelio_gpu/plan/helm/_known_paths.py from the NVIDIA charts' real values.yaml files.
 
 Usage (from the project root):
     .venv/bin/python scripts/gen_known_helm_values.py            # rewrite the data module
@@ -67,7 +67,7 @@ _BARE_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def format_path(segments: tuple[str, ...]) -> str:
-    """Same syntax as themelio_gpu.helm.known_values.format_path."""
+    """Same syntax as themelio_gpu.plan.helm.known_values.format_path."""
     return ".".join(s if _BARE_SEGMENT.fullmatch(s) else json.dumps(s) for s in segments)
 
 
@@ -164,7 +164,7 @@ def render_module(reference_dir: Path = DEFAULT_REFERENCE_DIR) -> str:
         body_paths += [f"    {key}: (", *_tuple_literal(paths, "        "), "    ),"]
         body_open += [f"    {key}: (", *_tuple_literal(open_paths, "        "), "    ),"]
         body_files.append(f"    {key}: {json.dumps(source.filename)},")
-    header += ["", "Path syntax and the meaning of open paths: see themelio_gpu/helm/known_values.py.", '"""']
+    header += ["", "Path syntax and the meaning of open paths: see themelio_gpu/plan/helm/known_values.py.", '"""']
     lines = [
         *header,
         "",

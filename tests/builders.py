@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from themelio_gpu.fleet import Fleet, load_fleet
-from themelio_gpu.problems import InputError
+from themelio_gpu.inputs.problems import InputError
+from themelio_gpu.plan.fleet import Fleet, load_fleet
 
 EXAMPLE_CATALOG = Path(__file__).resolve().parents[1] / "catalog" / "gpu-catalog.yaml"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from themelio_gpu.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import Fleet, load_fleet
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
@@ -55,7 +55,7 @@ def example_fleet() -> Fleet:
 @pytest.fixture(scope="session")
 def synthesized(example_fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example fleet synthesized once, in this process."""
-    from themelio_gpu.synth import synthesize
+    from themelio_gpu.outputs.synth import synthesize
 
     out = tmp_path_factory.mktemp("cdktf.out")
     synthesize(example_fleet, out, progress=None)

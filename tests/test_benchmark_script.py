@@ -11,8 +11,8 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-from themelio_gpu.catalog.model import ServedBy
-from themelio_gpu.fleet import load_fleet
+from themelio_gpu.inputs.catalog.model import ServedBy
+from themelio_gpu.plan.fleet import load_fleet
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
 

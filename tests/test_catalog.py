@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from themelio_gpu.catalog.catalog import Catalog, load_catalog
-from themelio_gpu.catalog.products import PRODUCTS
-from themelio_gpu.problems import Problems
-from themelio_gpu.yaml_input import format_location
+from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.products import PRODUCTS
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.yaml_input import format_location
 
 A100: dict[str, Any] = {
     "deviceClass": "a100.gpu.themelio.io",

@@ -8,11 +8,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from themelio_gpu.catalog.catalog import resolve_catalog
-from themelio_gpu.catalog.model import CatalogFile
-from themelio_gpu.catalog.products import PRODUCTS
-from themelio_gpu.problems import Problems
-from themelio_gpu.yaml_input import parse_yaml_text, validate_model
+from themelio_gpu.inputs.catalog.catalog import resolve_catalog
+from themelio_gpu.inputs.catalog.model import CatalogFile
+from themelio_gpu.inputs.catalog.products import PRODUCTS
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.yaml_input import parse_yaml_text, validate_model
 
 FILE = "catalog.yaml"
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from themelio_gpu.cel_kubernetes import (
+from themelio_gpu.dryrun.cel_kubernetes import (
     AttrValue,
     CelCompileError,
     CelEvaluationError,
@@ -24,7 +24,7 @@ from themelio_gpu.cel_kubernetes import (
     parse_quantity,
     parse_semver,
 )
-from themelio_gpu.resourceslices import Device, load_resourceslices
+from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
 
 FIXTURES = Path(__file__).parent / "fixtures" / "resourceslices"
 NV = "gpu.nvidia.com"

@@ -14,7 +14,7 @@ import yaml
 from tests.builders import cluster, write_fleet
 from tests.conftest import ROOT
 from themelio_gpu.cli import main
-from themelio_gpu.schemas import schema_texts
+from themelio_gpu.outputs.schemas import schema_texts
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

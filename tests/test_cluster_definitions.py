@@ -230,8 +230,8 @@ def test_cluster_rules(tmp_path: Path, changes: dict[str, Any], location: str, m
 
 
 def test_missing_stacks_folder_and_empty_folder(tmp_path: Path) -> None:
-    from themelio_gpu.fleet import load_fleet
-    from themelio_gpu.problems import InputError
+    from themelio_gpu.inputs.problems import InputError
+    from themelio_gpu.plan.fleet import load_fleet
 
     with pytest.raises(InputError) as missing:
         load_fleet(Path("catalog/gpu-catalog.yaml"), tmp_path / "nope")
@@ -243,8 +243,8 @@ def test_missing_stacks_folder_and_empty_folder(tmp_path: Path) -> None:
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
-    from themelio_gpu.fleet import load_fleet
-    from themelio_gpu.problems import InputError
+    from themelio_gpu.inputs.problems import InputError
+    from themelio_gpu.plan.fleet import load_fleet
 
     stacks = tmp_path / "stacks"
     stacks.mkdir()

@@ -10,14 +10,14 @@ import yaml
 
 from tests.conftest import SNAPSHOTS
 from tests.snapshot import assert_matches_snapshot
-from themelio_gpu.catalog.contracts import (
+from themelio_gpu.cli import contract_files
+from themelio_gpu.outputs.contracts import (
     gpu_labels_config,
     kubeflow_spawner_gpus,
     resource_quota,
     waldur_quota_mapping,
 )
-from themelio_gpu.cli import contract_files
-from themelio_gpu.fleet import Fleet
+from themelio_gpu.plan.fleet import Fleet
 
 StackJson = Callable[[str], dict[str, Any]]
 

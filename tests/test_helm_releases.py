@@ -12,8 +12,8 @@ import yaml
 
 from tests.builders import cluster, fleet_of, problems_of
 from tests.conftest import SHARED_NVIDIA
-from themelio_gpu.fleet import ClusterPlan, Fleet
-from themelio_gpu.helm.known_values import iter_value_paths, parse_path
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet
+from themelio_gpu.plan.helm.known_values import iter_value_paths, parse_path
 
 StackJson = Callable[[str], dict[str, Any]]
 REAL_VALUES = {
@@ -206,7 +206,7 @@ def test_upgrade_from_the_25x_chart_keeps_the_release_and_resource_names(tmp_pat
     assert plan.dra_values is not None
     assert plan.dra_values["nameOverride"] == "nvidia-dra-driver-gpu"
 
-    from themelio_gpu.helm.values import dra_release_name
+    from themelio_gpu.plan.helm.values import dra_release_name
 
     assert dra_release_name(plan.definition) == "nvidia-dra-driver-gpu"
     # The 25.x chart is only published on NGC; the new name defaults to registry.k8s.io.

@@ -22,8 +22,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themelio_gpu.helm import _known_paths
-from themelio_gpu.helm.known_values import (
+from themelio_gpu.plan.helm import _known_paths
+from themelio_gpu.plan.helm.known_values import (
     KNOWN_CHART_VERSIONS,
     UnknownPath,
     UnsupportedChartVersion,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, fleet_of, problems_of
-from themelio_gpu.stacks.pool_contract import PoolContract
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 
 StackJson = Callable[[str], dict[str, Any]]
 

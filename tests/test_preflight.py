@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 from tests.fakeapi import SCENARIOS, FakeApiServer, _label_matcher, _matches
-from themelio_gpu.fleet import ClusterPlan, Fleet, load_fleet
-from themelio_gpu.preflight import (
+from themelio_gpu.live.preflight import (
     DEVICE_CLASSES,
     PROBE_RESOURCE_NAME,
     LiveClass,
@@ -31,6 +30,7 @@ from themelio_gpu.preflight import (
     run_preflight,
     winning_class,
 )
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -469,7 +469,7 @@ def _module_file(module: str) -> Path | None:
 def test_preflight_does_not_import_cdktf() -> None:
     """Every import reachable from preflight, module-level or lazy, read from the source (no 9 s import)."""
     seen: set[str] = set()
-    todo = ["themelio_gpu.preflight"]
+    todo = ["themelio_gpu.live.preflight"]
     third_party: set[str] = set()
     while todo:
         module = todo.pop()
@@ -488,11 +488,11 @@ def test_preflight_does_not_import_cdktf() -> None:
                     todo.append(name)
                 else:
                     third_party.add(name.split(".")[0])
-    assert "themelio_gpu.cluster_match" in seen
+    assert "themelio_gpu.dryrun.cluster_match" in seen
     assert not {m for m in third_party if m.startswith(("cdktf", "jsii")) or m == "constructs"}, sorted(
         third_party
     )
-    assert not {m for m in seen if m.startswith(("themelio_gpu.constructs", "themelio_gpu.providers"))}
+    assert not {m for m in seen if m.startswith(("themelio_gpu.constructs", "themelio_gpu.constructs.providers"))}
 
 
 def test_failed_exec_plugin_is_named_in_the_fail_line(tmp_path: Path) -> None:

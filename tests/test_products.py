@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.conftest import SHARED_NVIDIA
-from themelio_gpu.catalog.products import PRODUCTS, GpuProduct, default_mig_config_names, named_mig_layout
+from themelio_gpu.inputs.catalog.products import PRODUCTS, GpuProduct, default_mig_config_names, named_mig_layout
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themelio_gpu.cel_kubernetes import Semver, parse_quantity, parse_semver
-from themelio_gpu.resourceslices import (
+from themelio_gpu.dryrun.cel_kubernetes import Semver, parse_quantity, parse_semver
+from themelio_gpu.dryrun.resourceslices import (
     ALL_NODES,
     Device,
     ResourceSliceError,

@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURES, ROOT
-from themelio_gpu.catalog.catalog import Catalog, load_catalog
-from themelio_gpu.cluster_match import classes_for_catalog, classes_for_cluster, match_cluster
-from themelio_gpu.fleet import Fleet
-from themelio_gpu.match import MatchReport, match_classes
-from themelio_gpu.problems import Problems
-from themelio_gpu.resourceslices import Device, load_resourceslices
+from themelio_gpu.dryrun.cluster_match import classes_for_catalog, classes_for_cluster, match_cluster
+from themelio_gpu.dryrun.match import MatchReport, match_classes
+from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
+from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.plan.fleet import Fleet
 
 SLICES = FIXTURES / "resourceslices"
 
@@ -105,7 +105,7 @@ def test_memory_and_driver_constraints_are_evaluated(catalog: Catalog, devices: 
     h100 = catalog.offerings["nvidia.com/h100"]
     assert "compareTo(quantity('79Gi')) >= 0" in h100.selector
     assert "driverVersion.compareTo(semver('570.0.0', true)) >= 0" in h100.selector
-    from themelio_gpu.match import ClassUnderTest
+    from themelio_gpu.dryrun.match import ClassUnderTest
 
     strict = h100.selector.replace("semver('570.0.0', true)", "semver('600.0.0', true)")
     big = h100.selector.replace("quantity('79Gi')", "quantity('81Gi')")
@@ -127,7 +127,7 @@ def test_an_offering_selecting_nothing_is_a_problem(example_fleet: Fleet, device
 
 
 def test_two_offerings_claiming_one_device_is_a_problem(catalog: Catalog, devices: list[Device]) -> None:
-    from themelio_gpu.match import ClassUnderTest
+    from themelio_gpu.dryrun.match import ClassUnderTest
 
     broad = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
     classes = [

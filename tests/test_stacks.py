@@ -12,7 +12,7 @@ import pytest
 from tests.builders import cluster, fleet_of
 from tests.conftest import ROOT, SNAPSHOTS
 from tests.snapshot import assert_matches_snapshot
-from themelio_gpu.fleet import Fleet
+from themelio_gpu.plan.fleet import Fleet
 
 StackJson = Callable[[str], dict[str, Any]]
 EXAMPLE_CLUSTERS = ("gpu-east", "gpu-lab", "gpu-west")
@@ -35,7 +35,7 @@ def _all_files(root: Path) -> dict[str, bytes]:
 
 
 def test_synthesis_is_deterministic(synthesized: Path, example_fleet: Fleet, tmp_path: Path) -> None:
-    from themelio_gpu.synth import synthesize
+    from themelio_gpu.outputs.synth import synthesize
 
     synthesize(example_fleet, tmp_path / "again", progress=None)
     assert _all_files(tmp_path / "again") == _all_files(synthesized)
@@ -52,7 +52,7 @@ def test_output_has_no_machine_paths(synthesized: Path) -> None:
 def test_exec_plugin_token_from_environment_never_lands_in_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from themelio_gpu.synth import synthesize
+    from themelio_gpu.outputs.synth import synthesize
 
     # The exec plugin reads its credentials from the environment Terraform runs in; synthesis must not copy them.
     monkeypatch.setenv("AWS_SESSION_TOKEN", SECRET)

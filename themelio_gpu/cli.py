@@ -13,20 +13,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu.catalog.catalog import Catalog, load_catalog
-from themelio_gpu.catalog.contracts import (
+from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.products import PRODUCTS
+from themelio_gpu.inputs.problems import InputError, Problems
+from themelio_gpu.inputs.yaml_input import display_path
+from themelio_gpu.outputs.contracts import (
     gpu_labels_config,
     kubeflow_spawner_gpus,
     resource_quota,
     waldur_backend_components,
     waldur_quota_mapping,
 )
-from themelio_gpu.catalog.products import PRODUCTS
-from themelio_gpu.fleet import Fleet, load_fleet
-from themelio_gpu.problems import InputError, Problems
+from themelio_gpu.outputs.yaml_output import dump_yaml
+from themelio_gpu.plan.fleet import Fleet, load_fleet
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, input_paths
-from themelio_gpu.yaml_input import display_path
-from themelio_gpu.yaml_output import dump_yaml
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -86,7 +86,7 @@ def _synth_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from themelio_gpu.synth import summary_table, synthesize
+    from themelio_gpu.outputs.synth import summary_table, synthesize
 
     fleet = _load(args)
     synthesize(fleet, Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout)
@@ -185,7 +185,7 @@ def _catalog_quota(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from themelio_gpu.schemas import schema_texts
+    from themelio_gpu.outputs.schemas import schema_texts
 
     for path, text in schema_texts().items():
         path.write_text(text, encoding="utf-8")
@@ -197,14 +197,14 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _match(args: argparse.Namespace) -> int:
-    from themelio_gpu.cluster_match import match_command
+    from themelio_gpu.dryrun.cluster_match import match_command
 
     return match_command(_load(args), Path(args.slices), args.cluster, args.json)
 
 
 def _check(args: argparse.Namespace) -> int:
-    from themelio_gpu.drift import compare_folders, render_diff
-    from themelio_gpu.synth import synthesize
+    from themelio_gpu.outputs.synth import synthesize
+    from themelio_gpu.verify.drift import compare_folders, render_diff
 
     fleet = _load(args)
     against = Path(args.against)
@@ -216,7 +216,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from themelio_gpu.preflight import run_preflight
+    from themelio_gpu.live.preflight import run_preflight
 
     fleet = _load(args)
     plan = fleet.cluster(args.cluster)

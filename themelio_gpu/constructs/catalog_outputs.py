@@ -12,11 +12,11 @@ from typing import Any
 
 from cdktf import TerraformStack
 
-from themelio_gpu.catalog.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
 from themelio_gpu.constructs.naming import FIELD_MANAGER
-from themelio_gpu.fleet import ClusterPlan
-from themelio_gpu.providers import ConfigMapV1, ConfigMapV1Metadata, NamespaceV1, NamespaceV1Metadata
-from themelio_gpu.yaml_output import dump_yaml
+from themelio_gpu.constructs.providers import ConfigMapV1, ConfigMapV1Metadata, NamespaceV1, NamespaceV1Metadata
+from themelio_gpu.outputs.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
+from themelio_gpu.outputs.yaml_output import dump_yaml
+from themelio_gpu.plan.fleet import ClusterPlan
 
 
 @lru_cache(maxsize=256)

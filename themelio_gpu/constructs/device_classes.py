@@ -13,8 +13,8 @@ from typing import Any
 from cdktf import TerraformIterator, TerraformStack, Token
 
 from themelio_gpu.constructs.naming import FIELD_MANAGER
-from themelio_gpu.fleet import DeviceClassSpec
-from themelio_gpu.providers import Manifest, ManifestFieldManager
+from themelio_gpu.constructs.providers import Manifest, ManifestFieldManager
+from themelio_gpu.plan.fleet import DeviceClassSpec
 
 API_VERSION = "resource.k8s.io/v1"
 

@@ -12,9 +12,7 @@ from themelio_gpu.constructs.device_classes import DeviceClasses
 from themelio_gpu.constructs.dra_driver_release import DraDriverRelease
 from themelio_gpu.constructs.gpu_node_pool import GpuNodePool
 from themelio_gpu.constructs.gpu_operator_release import GpuOperatorRelease
-from themelio_gpu.constructs.state_backend import configure_backend
-from themelio_gpu.fleet import ClusterPlan
-from themelio_gpu.providers import (
+from themelio_gpu.constructs.providers import (
     HELM_PROVIDER,
     KUBERNETES_PROVIDER,
     HelmProvider,
@@ -23,6 +21,8 @@ from themelio_gpu.providers import (
     KubernetesProvider,
     KubernetesProviderExec,
 )
+from themelio_gpu.constructs.state_backend import configure_backend
+from themelio_gpu.plan.fleet import ClusterPlan
 
 
 class GpuClusterStack(TerraformStack):

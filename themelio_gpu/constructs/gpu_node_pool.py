@@ -17,7 +17,7 @@ from typing import Any
 from cdktf import TerraformIterator, TerraformStack
 
 from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
-from themelio_gpu.providers import (
+from themelio_gpu.constructs.providers import (
     Labels,
     LabelsMetadata,
     Manifest,
@@ -26,8 +26,8 @@ from themelio_gpu.providers import (
     NodeTaintMetadata,
     NodeTaintTaint,
 )
-from themelio_gpu.stacks.definition import KarpenterNodes, NodePool
-from themelio_gpu.stacks.pool_contract import INSTANCE_TYPE, PoolContract
+from themelio_gpu.inputs.clusters.definition import KarpenterNodes, NodePool
+from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
 
 
 class GpuNodePool:

@@ -8,8 +8,8 @@ from typing import Any
 from cdktf import TerraformStack
 
 from themelio_gpu.constructs.release_settings import pinned_release
-from themelio_gpu.fleet import ClusterPlan
-from themelio_gpu.helm.values import OPERATOR_CHART
+from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.helm.values import OPERATOR_CHART
 
 
 class GpuOperatorRelease:

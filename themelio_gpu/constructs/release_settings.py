@@ -8,8 +8,8 @@ from typing import Any
 from cdktf import TerraformStack
 
 from themelio_gpu.constructs.naming import logical_id
-from themelio_gpu.helm.known_values import render_values_yaml
-from themelio_gpu.providers import Release
+from themelio_gpu.constructs.providers import Release
+from themelio_gpu.plan.helm.known_values import render_values_yaml
 
 MAX_HISTORY = 10
 

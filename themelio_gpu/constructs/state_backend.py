@@ -17,7 +17,7 @@ from cdktf import (
     TerraformStack,
 )
 
-from themelio_gpu.stacks import definition as d
+from themelio_gpu.inputs.clusters import definition as d
 
 STATE_PREFIX = "themelio-gpu"
 

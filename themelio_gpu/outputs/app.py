@@ -8,7 +8,7 @@ from pathlib import Path
 from cdktf import App
 
 from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
-from themelio_gpu.fleet import ClusterPlan, Fleet
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 
 
 def build_app(

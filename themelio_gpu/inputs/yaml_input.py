@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from themelio_gpu.problems import Problems
+from themelio_gpu.inputs.problems import Problems
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

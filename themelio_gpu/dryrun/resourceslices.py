@@ -23,7 +23,7 @@ from types import MappingProxyType
 
 import yaml
 
-from themelio_gpu.cel_kubernetes import (
+from themelio_gpu.dryrun.cel_kubernetes import (
     AttrValue,
     Quantity,
     QuantityError,

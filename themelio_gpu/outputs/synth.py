@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from themelio_gpu.fleet import ClusterPlan, Fleet
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 
 
 def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.stdout) -> None:
     # Imported here: the provider bindings take seconds to load, and commands that only read YAML
     # (catalog validate, match) should not pay for them.
-    from themelio_gpu.app import build_app
+    from themelio_gpu.outputs.app import build_app
 
     # Create the output folder first: a path that cannot be written is a message, not a jsii traceback.
     target = outdir or Path(os.environ.get("CDKTF_OUTDIR") or "cdktf.out")

@@ -26,14 +26,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from themelio_gpu.catalog.model import CHART_GPU_CLASS, ServedBy
-from themelio_gpu.catalog.selectors import CHART_CLASS_SELECTORS
-from themelio_gpu.cluster_match import match_cluster
-from themelio_gpu.fleet import ClusterPlan, DeviceClassSpec
-from themelio_gpu.match import MatchReport
-from themelio_gpu.resourceslices import ResourceSliceError, parse_resourceslices
-from themelio_gpu.stacks.definition import ClusterDefinition, Component
-from themelio_gpu.stacks.pool_contract import DRA_KUBELET_PLUGIN, POOL, PoolContract
+from themelio_gpu.dryrun.cluster_match import match_cluster
+from themelio_gpu.dryrun.match import MatchReport
+from themelio_gpu.dryrun.resourceslices import ResourceSliceError, parse_resourceslices
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
+from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
+from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, POOL, PoolContract
+from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from themelio_gpu.catalog.catalog import ResolvedOffering
-from themelio_gpu.catalog.model import Lifecycle
+from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
+from themelio_gpu.inputs.catalog.model import Lifecycle
 
 # Waldur's Rancher plugin applies quotas as one ResourceQuota of this name per project namespace.
 WALDUR_RESOURCE_QUOTA_NAME = "custom-resource-quota"

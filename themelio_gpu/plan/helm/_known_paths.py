@@ -11,7 +11,7 @@ Sources (../shared/reference/nvidia/, relative to the project root):
   nvidia-dra-driver-gpu 25.12.0: nvidia-dra-driver-gpu_chart-25.12.0_values.yaml
     sha256 c6e1ec5b71b079875f27afb15f2a87146239c97d5592aec276925f084f7d7043; 109 paths, 25 open
 
-Path syntax and the meaning of open paths: see themelio_gpu/helm/known_values.py.
+Path syntax and the meaning of open paths: see themelio_gpu/plan/helm/known_values.py.
 """
 
 from __future__ import annotations

@@ -12,21 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu import k8s_names
-from themelio_gpu.catalog.catalog import Catalog, ResolvedOffering, load_catalog
-from themelio_gpu.catalog.model import ServedBy
-from themelio_gpu.catalog.products import PRODUCTS, mig_profile_resource_spelling, unknown_product_message
-from themelio_gpu.helm import values as helm_values
-from themelio_gpu.helm.known_values import (
+from themelio_gpu.inputs import k8s_names
+from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
+from themelio_gpu.inputs.catalog.model import ServedBy
+from themelio_gpu.inputs.catalog.products import PRODUCTS, mig_profile_resource_spelling, unknown_product_message
+from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.yaml_input import display_path, load_yaml_file, validate_model
+from themelio_gpu.plan.helm import values as helm_values
+from themelio_gpu.plan.helm.known_values import (
     UnsupportedChartVersion,
     deep_merge,
     render_values_yaml,
     unknown_value_paths,
 )
-from themelio_gpu.problems import Problems
-from themelio_gpu.stacks.definition import ClusterDefinition, Component
-from themelio_gpu.stacks.pool_contract import PoolContract, pool_contract
-from themelio_gpu.yaml_input import display_path, load_yaml_file, validate_model
 
 ALL_COMPONENTS = tuple(Component)
 

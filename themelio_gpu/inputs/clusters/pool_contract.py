@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from themelio_gpu import k8s_names
-from themelio_gpu.catalog.products import (
+from themelio_gpu.inputs import k8s_names
+from themelio_gpu.inputs.catalog.products import (
     GpuProduct,
     default_mig_config_names,
     mig_config_for_profile,
     named_mig_layout,
 )
-from themelio_gpu.stacks.definition import NodePool
+from themelio_gpu.inputs.clusters.definition import NodePool
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 GPU_PRESENT = "nvidia.com/gpu"

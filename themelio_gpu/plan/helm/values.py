@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from themelio_gpu.stacks.definition import ClusterDefinition
-from themelio_gpu.stacks.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
+from themelio_gpu.inputs.clusters.definition import ClusterDefinition
+from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
 
 OPERATOR_CHART = "gpu-operator"
 DRIVER_ROOT_OPERATOR = "/run/nvidia/driver"

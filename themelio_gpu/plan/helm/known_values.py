@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from themelio_gpu.helm import _known_paths
+from themelio_gpu.plan.helm import _known_paths
 
 __all__ = [
     "KNOWN_CHART_VERSIONS",

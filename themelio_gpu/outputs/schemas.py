@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu.catalog.model import CatalogFile
-from themelio_gpu.stacks.definition import ClusterDefinition
+from themelio_gpu.inputs.catalog.model import CatalogFile
+from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 
 CATALOG_SCHEMA = Path("catalog/gpu-catalog.schema.json")
 CLUSTER_SCHEMA = Path("stacks/cluster.schema.json")

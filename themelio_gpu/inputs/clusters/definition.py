@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from themelio_gpu.catalog.model import Strict
+from themelio_gpu.inputs.catalog.model import Strict
 
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|credential|private|(^|_)key$|^key", re.IGNORECASE)
 _LITERAL_CREDENTIALS = ("token", "clientKey", "clientCertificate", "password", "username")

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from themelio_gpu import k8s_names
-from themelio_gpu.catalog.model import (
+from themelio_gpu.inputs import k8s_names
+from themelio_gpu.inputs.catalog.model import (
     CHART_DEVICE_CLASSES,
     CHART_GPU_CLASS,
     CHART_SERVED_NAME,
@@ -19,10 +19,10 @@ from themelio_gpu.catalog.model import (
     ServedBy,
     Toleration,
 )
-from themelio_gpu.catalog.products import PRODUCTS, GpuProduct, unknown_product_message
-from themelio_gpu.catalog.selectors import gpu_selector
-from themelio_gpu.problems import Problems
-from themelio_gpu.yaml_input import format_location, load_yaml_file, validate_model
+from themelio_gpu.inputs.catalog.products import PRODUCTS, GpuProduct, unknown_product_message
+from themelio_gpu.inputs.catalog.selectors import gpu_selector
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.yaml_input import format_location, load_yaml_file, validate_model
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")

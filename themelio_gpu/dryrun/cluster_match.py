@@ -11,12 +11,12 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from themelio_gpu.catalog.catalog import Catalog, ResolvedOffering
-from themelio_gpu.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, ServedBy
-from themelio_gpu.catalog.selectors import CHART_CLASS_SELECTORS
-from themelio_gpu.fleet import ClusterPlan, Fleet
-from themelio_gpu.match import ClassUnderTest, MatchReport, match_classes, render_report, report_as_dict
-from themelio_gpu.resourceslices import Device, ResourceSliceError, load_resourceslices
+from themelio_gpu.dryrun.match import ClassUnderTest, MatchReport, match_classes, render_report, report_as_dict
+from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_resourceslices
+from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, ServedBy
+from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 
 
 def _chart_classes(offerings: Iterable[ResolvedOffering], with_aliases: bool) -> list[ClassUnderTest]:

@@ -25,8 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from themelio_gpu.cel_kubernetes import CelCompileError, CelEvaluationError, CompiledSelector, compile_selector
-from themelio_gpu.resourceslices import Device
+from themelio_gpu.dryrun.cel_kubernetes import (
+    CelCompileError,
+    CelEvaluationError,
+    CompiledSelector,
+    compile_selector,
+)
+from themelio_gpu.dryrun.resourceslices import Device
 
 __all__ = [
     "ClassMatch",

@@ -7,7 +7,7 @@ absorbs that error only when an earlier term is already false.
 
 from __future__ import annotations
 
-from themelio_gpu.catalog.products import GpuProduct
+from themelio_gpu.inputs.catalog.products import GpuProduct
 
 DRIVER = "gpu.nvidia.com"
 _ATTRS = f"device.attributes['{DRIVER}']"
