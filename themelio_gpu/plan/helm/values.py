@@ -18,6 +18,16 @@ DRIVER_ROOT_HOST = "/"
 OLD_DRA_CHART = "nvidia-dra-driver-gpu"
 
 
+def gpu_pool_tolerations(pools: Sequence[PoolContract], *, dra_only: bool = False) -> list[dict[str, str]]:
+    """Tolerations for every taint the cluster's GPU pools carry (or only its DRA pools'), derived once.
+
+    Every DaemonSet that must reach a GPU node (NFD worker, the operator's operands, the DRA kubelet plugin)
+    takes this same list: a pool tainted with anything it does not tolerate never gets its GPUs allocatable.
+    """
+    keys = sorted({(t.key, t.effect) for p in pools if p.dra or not dra_only for t in p.taints})
+    return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in keys]
+
+
 def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
     dra = any(p.dra for p in pools)
     device_plugin = any(not p.dra for p in pools)
@@ -41,16 +51,13 @@ def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -
 
 def dra_driver_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
     release = cluster.dra_driver
-    tolerations = sorted(
-        {(t.key, t.effect) for p in pools if p.dra for t in p.taints},
-    )
     values: dict[str, Any] = {
         "gpuResourcesEnabledOverride": True,
         "image": {"pullPolicy": "IfNotPresent"},
         "kubeletPlugin": {
             "nodeSelector": {DRA_KUBELET_PLUGIN: "true"},
             # Tolerate exactly the taints this cluster's DRA pools carry.
-            "tolerations": [{"key": k, "operator": "Exists", "effect": e} for k, e in tolerations],
+            "tolerations": gpu_pool_tolerations(pools, dra_only=True),
         },
         "nvidiaDriverRoot": DRIVER_ROOT_HOST if cluster.host_driver else DRIVER_ROOT_OPERATOR,
         # Explicit, so rendering never depends on API discovery (the chart fails without a v1 API).
