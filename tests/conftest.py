@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_CATALOG = ROOT / "catalog" / "gpu-catalog.yaml"
 EXAMPLE_STACKS = ROOT / "stacks"
 SNAPSHOTS = ROOT / "tests" / "snapshots"
-SHARED_NVIDIA = ROOT.parent / "shared" / "reference" / "nvidia"
 FIXTURES = ROOT / "tests" / "fixtures"
 
 

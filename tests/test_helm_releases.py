@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.builders import cluster, fleet_of, problems_of
-from tests.conftest import SHARED_NVIDIA
+from tests.requirements import shared_path
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 from themelio_gpu.plan.helm.known_values import iter_value_paths, parse_path
 
@@ -25,8 +25,7 @@ REAL_VALUES = {
 
 
 def _real_values(chart: str, version: str) -> dict[str, Any]:
-    path = SHARED_NVIDIA / REAL_VALUES[(chart, version)]
-    assert path.exists(), f"{path} is missing: CI needs ../shared beside the checkout"
+    path = shared_path("reference", "nvidia", REAL_VALUES[(chart, version)])
     data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
     return data
 

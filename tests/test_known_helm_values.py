@@ -22,6 +22,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.requirements import shared_path
 from themelio_gpu.plan.helm import _known_paths
 from themelio_gpu.plan.helm.known_values import (
     KNOWN_CHART_VERSIONS,
@@ -37,7 +38,6 @@ from themelio_gpu.plan.helm.known_values import (
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-REFERENCE_DIR = PROJECT_ROOT.parent / "shared" / "reference" / "nvidia"
 GENERATOR = PROJECT_ROOT / "scripts" / "gen_known_helm_values.py"
 
 OPERATOR = "gpu-operator"
@@ -48,15 +48,7 @@ ALL_TABLES = sorted(_known_paths.PATHS)
 
 
 def reference_file(name: str) -> Path:
-    if not REFERENCE_DIR.is_dir():
-        pytest.fail(
-            f"NVIDIA reference values not found at {REFERENCE_DIR}; the shared/ checkout must sit beside "
-            "the project (../shared/reference/nvidia)"
-        )
-    path = REFERENCE_DIR / name
-    if not path.is_file():
-        pytest.fail(f"reference values file {path} is missing")
-    return path
+    return shared_path("reference", "nvidia", name)
 
 
 @cache
@@ -100,8 +92,8 @@ def test_known_chart_versions() -> None:
 
 
 def test_data_module_is_exactly_the_generator_output() -> None:
-    reference_file(_known_paths.SOURCE_FILES[ALL_TABLES[0]])  # clear failure if shared/ is absent
-    expected = generator().render_module(REFERENCE_DIR)
+    reference_dir = reference_file(_known_paths.SOURCE_FILES[ALL_TABLES[0]]).parent
+    expected = generator().render_module(reference_dir)
     actual = Path(_known_paths.__file__).read_text(encoding="utf-8")
     assert actual == expected, "stale or hand-edited: run scripts/gen_known_helm_values.py"
 

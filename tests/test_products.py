@@ -7,14 +7,13 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import SHARED_NVIDIA
+from tests.requirements import shared_path
 from themelio_gpu.inputs.catalog.products import PRODUCTS, GpuProduct, default_mig_config_names, named_mig_layout
 
 
 @pytest.fixture(scope="module")
 def mig_configs() -> dict[str, Any]:
-    path = SHARED_NVIDIA / "gpu-operator_v26.7.0_default-mig-parted-config.yaml"
-    assert path.exists(), f"{path} is missing: CI needs ../shared beside the checkout"
+    path = shared_path("reference", "nvidia", "gpu-operator_v26.7.0_default-mig-parted-config.yaml")
     configs: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))["mig-configs"]
     return configs
 
