@@ -41,24 +41,36 @@ def _chart_classes(offerings: Iterable[ResolvedOffering], with_aliases: bool) ->
 
 
 def classes_for_cluster(plan: ClusterPlan) -> list[ClassUnderTest]:
+    # A capability offering that declares `overlaps: allowed` shares devices with others on purpose.
+    allowed = {o.name for o in plan.offerings if o.overlaps_allowed}
     classes = [
-        ClassUnderTest(c.name, c.extended_resource_name, [c.selector], c.offering) for c in plan.device_classes
+        ClassUnderTest(c.name, c.extended_resource_name, [c.selector], c.offering, c.offering in allowed)
+        for c in plan.device_classes
     ]
     return classes + _chart_classes(plan.offerings, plan.definition.serve_migration_aliases)
 
 
-def classes_for_catalog(catalog: Catalog) -> list[ClassUnderTest]:
+def offering_classes(offering: ResolvedOffering) -> list[ClassUnderTest]:
+    """The catalog's own classes of one offering: its class and its aliases' (none when the chart serves it)."""
     classes = []
-    for offering in catalog:
-        if offering.served_by is ServedBy.catalog:
-            classes.append(
-                ClassUnderTest(offering.device_class, offering.name, [offering.selector], offering.name)
+    if offering.served_by is ServedBy.catalog:
+        classes.append(
+            ClassUnderTest(
+                offering.device_class, offering.name, [offering.selector], offering.name, offering.overlaps_allowed
             )
-        classes.extend(
-            ClassUnderTest(alias.device_class, alias.name, [offering.selector], offering.name)
-            for alias in offering.aliases
-            if alias.served_by is ServedBy.catalog
         )
+    classes.extend(
+        ClassUnderTest(
+            alias.device_class, alias.name, [offering.selector], offering.name, offering.overlaps_allowed
+        )
+        for alias in offering.aliases
+        if alias.served_by is ServedBy.catalog
+    )
+    return classes
+
+
+def classes_for_catalog(catalog: Catalog) -> list[ClassUnderTest]:
+    classes = [item for offering in catalog for item in offering_classes(offering)]
     return classes + _chart_classes(catalog, with_aliases=True)
 
 

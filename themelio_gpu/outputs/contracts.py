@@ -16,11 +16,23 @@ from themelio_gpu.inputs.catalog.model import Lifecycle
 WALDUR_RESOURCE_QUOTA_NAME = "custom-resource-quota"
 
 
+def shared_devices(offerings: Iterable[ResolvedOffering]) -> dict[str, list[str]]:
+    """Offering -> the other offerings (of those given) whose classes can take some of the same devices."""
+    items = list(offerings)
+    return {
+        o.name: sorted(x.name for x in items if x.name != o.name and set(o.takes) & set(x.takes)) for o in items
+    }
+
+
 def waldur_quota_mapping(offerings: Iterable[ResolvedOffering], with_aliases: bool = True) -> list[dict[str, Any]]:
     """One row per offering: the Waldur component and the ResourceQuota key it maps to.
 
     `k8s_resource` is what waldur-site-agent's component config takes; it turns it into `requests.<name>`.
+    `sharesDevicesWith` names the offerings that can take the same devices (a capability offering, the
+    generic `nvidia.com/gpu`): their quotas draw on one pool of devices, so they do not add up.
     """
+    offerings = list(offerings)
+    sharing = shared_devices(offerings)
     rows = []
     for offering in offerings:
         row: dict[str, Any] = {
@@ -34,6 +46,8 @@ def waldur_quota_mapping(offerings: Iterable[ResolvedOffering], with_aliases: bo
         if with_aliases and offering.aliases:
             # During a migration old workloads still count against the old keys.
             row["aliasQuotaKeys"] = [f"requests.{a.name}" for a in offering.aliases]
+        if sharing[offering.name]:
+            row["sharesDevicesWith"] = sharing[offering.name]
         rows.append(row)
     return rows
 

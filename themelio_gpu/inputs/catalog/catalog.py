@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -17,6 +17,7 @@ from themelio_gpu.inputs.catalog.model import (
     CHART_SERVED_NAME,
     Capability,
     CatalogFile,
+    Constraints,
     Lifecycle,
     Offering,
     ServedBy,
@@ -64,6 +65,8 @@ class ResolvedOffering:
     aliases: tuple[ResolvedAlias, ...]
     selector: str
     """The CEL expression of the offering's DeviceClass (and of its aliases' classes)."""
+    constraints: Constraints = field(default_factory=Constraints)
+    """A product offering's selector constraints (minMemory, minDriverVersion)."""
     capability: ResolvedCapability | None = None
     """Set for a capability offering (then `product` and `mig_profile` are None)."""
     takes: tuple[DeviceKind, ...] = ()
@@ -370,6 +373,7 @@ def _resolve_offering(
         replaced_by=offering.replaced_by,
         aliases=tuple(aliases),
         selector=selector,
+        constraints=constraints,
         capability=capability,
         takes=takes,
         overlaps_allowed=offering.overlaps == "allowed",

@@ -84,6 +84,16 @@ def _number_as_text(value: Any) -> Any:
 Version = Annotated[str, BeforeValidator(_number_as_text)]
 
 
+def _hex_id(value: Any) -> Any:
+    # YAML reads an unquoted 0x2BB510DE as an integer; give it back the spelling mig-parted uses.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"0x{value:08X}"
+    return value
+
+
+PciDeviceId = Annotated[str, BeforeValidator(_hex_id)]
+
+
 class Capability(Strict):
     """Select every device that meets these facts, whatever its product (each key narrows the choice)."""
 
@@ -120,7 +130,7 @@ class Product(Strict):
     )
     architecture: str | None = Field(default=None, description="e.g. Blackwell (the driver's architecture)")
     compute_capability: Version | None = Field(default=None, alias="computeCapability", description="e.g. '12.0'")
-    pci_device_ids: tuple[str, ...] | None = Field(
+    pci_device_ids: tuple[PciDeviceId, ...] | None = Field(
         default=None, alias="pciDeviceIds", description="As mig-parted's device-filter spells them: 0x2BB510DE"
     )
     mig_profiles: dict[str, int] | None = Field(

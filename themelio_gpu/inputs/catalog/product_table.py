@@ -78,7 +78,7 @@ def merged_products(
                     f"{key} is not a built-in product ({', '.join(PRODUCTS)}), so it needs {', '.join(missing)}",
                 )
                 continue
-            product = GpuProduct(key=key, pci_device_ids=(), **fields)
+            product = GpuProduct(key=key, **{"pci_device_ids": (), **fields})
         else:
             product = dataclasses.replace(built_in, **fields)
         found = product_problems(product)
