@@ -60,12 +60,12 @@ def test_environment_variables_choose_the_inputs(tmp_path: Path) -> None:
     env = {"THEMELIO_CATALOG": str(catalog), "THEMELIO_STACKS_DIR": str(stacks), "PATH": "/usr/bin:/bin"}
     result = run("-m", "themelio_gpu", "validate", env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "OK: 6 offerings, 1 clusters"
+    assert result.stdout.strip() == "OK: 7 offerings, 1 clusters"
 
 
 def test_catalog_validate_show_export_and_quota(tmp_path: Path) -> None:
     assert run("-m", "themelio_gpu", "catalog", "validate").stdout.startswith(
-        "OK: catalog/gpu-catalog.yaml: 6 offerings"
+        "OK: catalog/gpu-catalog.yaml: 7 offerings"
     )
     show = run("-m", "themelio_gpu", "catalog", "show").stdout
     assert "nvidia.com/a100-mig-1g.5gb   a100-40gb-mig-1g.5gb.gpu.themelio.io" in show
