@@ -207,7 +207,8 @@ def render_trial(report: TrialReport) -> str:
         "",
     ]
     for index, item in enumerate(report.offerings, start=1):
-        lines.append(f"[{index}] {item.name} ({_what(item.offering)}): {len(item.devices)} devices")
+        count = len(item.devices)
+        lines.append(f"[{index}] {item.name} ({_what(item.offering)}): {count} device{'s' if count != 1 else ''}")
     lines.append("")
     chosen = [report.selected(o.name) for o in report.offerings]
     rows = [["device", "productName", "type", "memory", *(f"[{i}]" for i in range(1, len(chosen) + 1))]]
@@ -250,8 +251,8 @@ def trial_as_dict(report: TrialReport) -> dict[str, object]:
                 "name": item.name,
                 "devices": [_device(d) for d in item.devices],
                 "violations": [{"device": _device(d), "reasons": list(r)} for d, r in item.violations],
-                "excludedBy": {
-                    other: [_device(d) for d in report.excluded_by(other, item.name)]
+                "notSelectedBy": {  # devices this offering can be given that the other cannot
+                    other: [_device(d) for d in report.excluded_by(item.name, other)]
                     for other in names
                     if other != item.name
                 },

@@ -44,7 +44,7 @@ def _entry_fields(entry: Product) -> dict[str, Any]:
     if entry.compute_capability is not None:
         fields["compute_capability"] = entry.compute_capability
     if entry.pci_device_ids is not None:
-        fields["pci_device_ids"] = tuple(i[:2].lower() + i[2:].upper() for i in entry.pci_device_ids)
+        fields["pci_device_ids"] = tuple(_pci_id(i) for i in entry.pci_device_ids)
     if entry.mig_profiles is not None:
         fields["mig_profiles"] = _profiles(entry.mig_profiles)
     if entry.mig_layouts is not None:
@@ -52,12 +52,9 @@ def _entry_fields(entry: Product) -> dict[str, Any]:
     return fields
 
 
-def _location(field: str) -> tuple[str | int, ...]:
-    """`migLayouts.all-balanced[1g.5gb]` -> ('migLayouts', 'all-balanced', '1g.5gb')."""
-    parts: list[str | int] = []
-    for dotted in field.replace("]", "").split("."):
-        parts.extend(p for p in dotted.split("[") if p)
-    return tuple(parts)
+def _pci_id(text: str) -> str:
+    """`0x2bb510de` -> `0x2BB510DE`, the spelling mig-parted's device filters use."""
+    return "0x" + text[2:].upper() if text[:2].lower() == "0x" else text
 
 
 def merged_products(
@@ -81,9 +78,13 @@ def merged_products(
             product = GpuProduct(key=key, **{"pci_device_ids": (), **fields})
         else:
             product = dataclasses.replace(built_in, **fields)
+        if built_in is not None and entry.mig_profiles is not None and entry.mig_layouts is None:
+            # New profiles without new layouts: keep the built-in layouts that still fit them.
+            kept = {n: v for n, v in built_in.mig_layouts.items() if set(v) <= set(product.mig_profiles)}
+            product = dataclasses.replace(product, mig_layouts=MappingProxyType(kept))
         found = product_problems(product)
-        for field, message in found:
-            problems.add(file, lines.locate((*where, *_location(field))), message)
+        for path, message in found:
+            problems.add(file, lines.locate((*where, *path)), message)
         if not found:
             table[key] = product
     for key, other, field, value in table_clashes(table):

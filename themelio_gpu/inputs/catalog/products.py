@@ -304,6 +304,10 @@ def _memory_slices(shape: MigProfileShape, gpu_gb: float) -> int:
     return max(1, round(shape.memory_gb * MEMORY_SLICES / gpu_gb))
 
 
+Path = tuple[str, ...]
+"""Where in a product entry a problem is: ("migLayouts", "all-balanced", "1g.5gb")."""
+
+
 def _layout_problems(
     name: str,
     layout: Mapping[str, int],
@@ -311,9 +315,9 @@ def _layout_problems(
     shapes: Mapping[str, MigProfileShape],
     compute_capacity: int,
     gpu_gb: float,
-) -> list[tuple[str, str]]:
-    where = f"migLayouts.{name}"
-    problems: list[tuple[str, str]] = []
+) -> list[tuple[Path, str]]:
+    where: Path = ("migLayouts", name)
+    problems: list[tuple[Path, str]] = []
     if not layout:
         return [(where, "a layout needs at least one profile: count (MIG on with no devices serves nothing)")]
     compute = memory = 0
@@ -321,7 +325,7 @@ def _layout_problems(
         if profile not in product.mig_profiles:
             problems.append(
                 (
-                    f"{where}[{profile}]",
+                    (*where, profile),
                     f"no MIG profile {profile!r} in migProfiles ({', '.join(product.mig_profiles)})",
                 )
             )
@@ -329,7 +333,7 @@ def _layout_problems(
         if count < 1 or count > product.mig_profiles[profile]:
             problems.append(
                 (
-                    f"{where}[{profile}]",
+                    (*where, profile),
                     f"{count} instances: allowed 1 to {product.mig_profiles[profile]} (migProfiles[{profile}])",
                 )
             )
@@ -345,68 +349,73 @@ def _layout_problems(
     return problems
 
 
-def product_problems(product: GpuProduct) -> list[tuple[str, str]]:
-    """Every rule a product breaks, as (key, message); the built-in table and catalog products alike."""
-    problems: list[tuple[str, str]] = []
+def product_problems(product: GpuProduct) -> list[tuple[Path, str]]:
+    """Every rule a product breaks, as (key path, message); the built-in table and catalog products alike."""
+    problems: list[tuple[Path, str]] = []
     for message in k8s_names.dns1123_label(product.key):
-        problems.append(("", f"product key: {message}"))
+        problems.append(((), f"product key: {message}"))
     for message in k8s_names.label_value(product.accelerator):
-        problems.append(("", f"the node label accelerator={product.accelerator}: {message}; use a shorter key"))
+        problems.append(((), f"the node label accelerator={product.accelerator}: {message}; use a shorter key"))
     if not product.display_name.strip():
-        problems.append(("displayName", "must not be empty"))
+        problems.append((("displayName",), "must not be empty"))
     if not product.product_names or any(not n.strip() for n in product.product_names):
-        problems.append(("productNames", "list the NVML names the driver publishes (nvidia-smi -L), none empty"))
+        problems.append(
+            (("productNames",), "list the NVML names the driver publishes (nvidia-smi -L), none empty")
+        )
     if len(set(product.product_names)) != len(product.product_names):
-        problems.append(("productNames", "a name is listed twice"))
+        problems.append((("productNames",), "a name is listed twice"))
     if not product.memory_gib > 0:
-        problems.append(("memoryGiB", "must be a positive number of GiB"))
+        problems.append((("memoryGiB",), "must be a positive number of GiB"))
     if not product.architecture.strip():
-        problems.append(("architecture", "must not be empty (Ampere, Ada Lovelace, Hopper, Blackwell, ...)"))
+        problems.append((("architecture",), "must not be empty (Ampere, Ada Lovelace, Hopper, Blackwell, ...)"))
     if not _VERSION.match(product.compute_capability):
         problems.append(
-            ("computeCapability", f"{product.compute_capability!r} is not major.minor like 9.0 (quote it in YAML)")
+            (
+                ("computeCapability",),
+                f"{product.compute_capability!r} is not major.minor like 9.0 (quote it in YAML)",
+            )
         )
     for pci_id in product.pci_device_ids:
         if not _PCI_ID.match(pci_id):
             problems.append(
-                ("pciDeviceIds", f"{pci_id!r} is not a PCI device ID like 0x233010DE (device, then 10DE)")
+                (("pciDeviceIds",), f"{pci_id!r} is not a PCI device ID like 0x233010DE (device, then 10DE)")
             )
     if len(set(product.pci_device_ids)) != len(product.pci_device_ids):
-        problems.append(("pciDeviceIds", "an ID is listed twice"))
+        problems.append((("pciDeviceIds",), "an ID is listed twice"))
 
     shapes: dict[str, MigProfileShape] = {}
     for profile, count in product.mig_profiles.items():
         shape = mig_profile_shape(profile)
         if shape is None:
             problems.append(
-                (f"migProfiles[{profile}]", f"{profile!r} is not a MIG profile; allowed: {PROFILE_SYNTAX}")
+                (("migProfiles", profile), f"{profile!r} is not a MIG profile; allowed: {PROFILE_SYNTAX}")
             )
             continue
         shapes[profile] = shape
         if count < 1 or count * shape.compute_slices > MAX_COMPUTE_SLICES:
             problems.append(
                 (
-                    f"migProfiles[{profile}]",
+                    ("migProfiles", profile),
                     f"{count} instances of a {shape.compute_slices}-slice profile: allowed 1 to "
                     f"{MAX_COMPUTE_SLICES // shape.compute_slices} ({MAX_COMPUTE_SLICES} compute slices per GPU)",
                 )
             )
-    if len(shapes) < len(product.mig_profiles):
-        return problems
+    if len(shapes) < len(product.mig_profiles) or not product.memory_gib > 0:
+        return problems  # the size checks below need every profile's shape and the GPU's memory
     # The GPU's size: its largest profile (7g.80gb) or its published memory, whichever is larger.
     gpu_gb = max([product.memory_gib, *(s.memory_gb for s in shapes.values())])
     for profile, shape in shapes.items():
         if shape.memory_gb > product.memory_gib * 1.1:
             problems.append(
                 (
-                    f"migProfiles[{profile}]",
+                    ("migProfiles", profile),
                     f"{shape.memory_gb} GB is more than this {product.memory_gib:g} GiB GPU has",
                 )
             )
         elif _memory_slices(shape, gpu_gb) * product.mig_profiles[profile] > MEMORY_SLICES:
             problems.append(
                 (
-                    f"migProfiles[{profile}]",
+                    ("migProfiles", profile),
                     f"{product.mig_profiles[profile]} instances of {profile} need more than the GPU's "
                     f"{MEMORY_SLICES} memory slices",
                 )
@@ -414,12 +423,12 @@ def product_problems(product: GpuProduct) -> list[tuple[str, str]]:
     # Compute capacity: the most slices any one profile fills (7 on A100/H100, 4 on A30 and RTX PRO 6000).
     capacity = max((s.compute_slices * product.mig_profiles[p] for p, s in shapes.items()), default=0)
     if product.mig_layouts and not product.mig_profiles:
-        problems.append(("migLayouts", "a product without migProfiles has no MIG layouts"))
+        problems.append((("migLayouts",), "a product without migProfiles has no MIG layouts"))
     for name, layout in product.mig_layouts.items():
         for message in k8s_names.label_value(name):
-            problems.append((f"migLayouts.{name}", f"the nvidia.com/mig.config label: {message}"))
+            problems.append((("migLayouts", name), f"the nvidia.com/mig.config label: {message}"))
         if name in ("all-disabled", "all-enabled") or any(name == mig_config_for_profile(p) for p in shapes):
-            problems.append((f"migLayouts.{name}", f"{name} is a MIG Manager default config; choose another name"))
+            problems.append((("migLayouts", name), f"{name} is a MIG Manager default config; choose another name"))
             continue
         if product.mig_profiles:
             problems.extend(_layout_problems(name, layout, product, shapes, capacity, gpu_gb))
