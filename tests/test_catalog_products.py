@@ -263,3 +263,19 @@ def test_every_product_problem_is_reported_in_one_run(tmp_path: Path) -> None:
     product = bad(memoryGiB=-1, computeCapability="twelve", pciDeviceIds=["2BB5"])
     _, problems = load_text(tmp_path, catalog_text(product))
     assert [p.split(": ")[1] for p in problems if "products.rtx-pro-6000" in p] == ["line 7", "line 9", "line 10"]
+
+
+def test_the_table_memory_is_what_the_fixture_devices_publish() -> None:
+    """One source of facts: every whole GPU in the ResourceSlice fixtures publishes its product's memoryGiB."""
+    from themelio_gpu.dryrun.resourceslices import load_resourceslices
+
+    by_name = {name: p for p in PRODUCTS.values() for name in p.product_names}
+    checked = set()
+    for path in sorted((FIXTURES / "resourceslices").rglob("*.yaml")):
+        for device in load_resourceslices(path):
+            product = by_name.get(device.product_name or "")
+            memory = device.capacity_of("memory")
+            if device.device_type == "gpu" and product is not None and memory is not None:
+                assert memory.value == int(product.memory_gib * 2**30), (path.name, device.name)
+                checked.add(product.key)
+    assert checked == {"a10g", "a100-40gb", "a100-80gb", "h100-80gb", "l40s", "b200"}
