@@ -446,9 +446,8 @@ CAP = 'offerings["nvidia.com/cap"].capability'
         ),
         (
             {"capability": {"architectures": ["hopper"]}},
-            f"line 5: {CAP}.architectures[0]: no product in the product table has architecture 'hopper'; known (as "
-            "the driver spells them): Ada Lovelace, Ampere, Blackwell, Hopper. A new architecture comes with its "
-            "product under products:",
+            f"line 5: {CAP}.architectures[0]: 'hopper' is not an architecture the driver publishes; allowed (as it "
+            "spells them): Kepler, Maxwell, Pascal, Volta, Turing, Ampere, Ada Lovelace, Hopper, Blackwell",
         ),
         (
             {"capability": {"products": ["b300"]}},
@@ -472,14 +471,14 @@ CAP = 'offerings["nvidia.com/cap"].capability'
             f"line 5: {CAP}.type: Input should be 'gpu' or 'mig'",
         ),
         (
-            {"capability": {"minMemory": "1Ti"}},
-            f"line 3: {CAP}: no product in the product table meets it (whole GPUs, with >= 1Ti): the class would "
-            "select nothing known. Relax the capability, or declare the product under products:",
+            {"capability": {"products": ["a10g"], "type": "mig"}},
+            f"line 3: {CAP}: none of the products it names meets it (MIG devices, of a10g): the class would select "
+            "nothing",
         ),
         (
-            {"capability": {"products": ["a10g"], "type": "mig"}},
-            f"line 3: {CAP}: no product in the product table meets it (MIG devices, of a10g): the class would "
-            "select nothing known. Relax the capability, or declare the product under products:",
+            {"capability": {"products": ["a10g", "l4"], "minMemory": "40Gi"}},
+            f"line 3: {CAP}: none of the products it names meets it (whole GPUs, of a10g, l4, with >= 40Gi): the "
+            "class would select nothing",
         ),
         (
             {"migProfile": "1g.10gb"},
@@ -502,6 +501,24 @@ def test_malformed_capabilities_are_refused_with_file_line_key_and_what_is_allow
     catalog = load_catalog(write_catalog(tmp_path, {}, text), problems, "catalog.yaml")
     assert catalog is None
     assert [str(p) for p in problems] == [f"catalog.yaml: {expected}"], text
+
+
+def test_a_capability_for_hardware_not_in_the_table_is_kept_and_judged_on_pools(tmp_path: Path) -> None:
+    # No known product has 1 TiB, but one may come: the catalog keeps it; a cluster serving it needs a pool.
+    data = {
+        "offerings": {
+            "nvidia.com/huge": capability_offering({"minMemory": "1Ti", "architectures": ["Turing", "Blackwell"]})
+        }
+    }
+    catalog, problems = load(tmp_path, data)
+    assert catalog is not None, problems
+    assert catalog.offerings["nvidia.com/huge"].takes == ()
+    pools = [{"name": "b200", "product": "b200", "gpusPerNode": 8, "provisioning": {"provisioned": {}}}]
+    problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/huge"], nodePools=pools), catalog=data)
+    assert problems == [
+        "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/huge: "
+        "pool b200: it publishes 179.1 GiB, below 1Ti"
+    ]
 
 
 def test_overlaps_is_only_for_capability_offerings(tmp_path: Path) -> None:

@@ -183,7 +183,13 @@ RTX = "catalog.yaml: line {}: products.rtx-pro-6000"
         (
             bad(memoryGiB=None, computeCapability=None),
             RTX.format(3) + ": rtx-pro-6000 is not a built-in product (a10g, l4, l40s, a30, a100-40gb, a100-80gb, "
-            "h100-80gb, h100-nvl, h200-141gb, b200), so it needs memoryGiB, computeCapability",
+            "h100-80gb, h100-nvl, h200-141gb, b200), so it needs memoryGiB",
+        ),
+        (
+            bad(architecture="blackwell"),
+            RTX.format(8)
+            + ".architecture: 'blackwell' is not an architecture the driver publishes: Kepler, Maxwell, "
+            "Pascal, Volta, Turing, Ampere, Ada Lovelace, Hopper, Blackwell",
         ),
         (
             bad(migProfiles={"1g.24GB": 4}, migLayouts={}),
@@ -257,6 +263,25 @@ def test_malformed_products_are_refused_with_file_line_key_and_what_is_allowed(
     catalog, problems = load_text(tmp_path, catalog_text(product))
     assert catalog is None
     assert expected in problems, problems
+
+
+def test_a_product_without_architecture_meets_no_capability_that_tests_it(tmp_path: Path) -> None:
+    catalog = yaml.safe_load(FLEET_CATALOG.read_text(encoding="utf-8"))
+    for key in ("architecture", "computeCapability", "displayName"):
+        del catalog["products"]["rtx-pro-6000"][key]
+    catalog["offerings"]["nvidia.com/blackwell"] = {
+        "deviceClass": "blackwell.gpu.themelio.io",
+        "capability": {"architectures": ["Blackwell"]},
+        "overlaps": "allowed",
+        "displayName": "Any Blackwell",
+        "quota": {"waldurComponent": "gpu_blackwell"},
+    }
+    pools = [{"name": "rtx", "product": "rtx-pro-6000", "gpusPerNode": 2, "provisioning": {"provisioned": {}}}]
+    problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/blackwell"], nodePools=pools), catalog=catalog)
+    assert problems == [
+        "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/blackwell: pool rtx: architecture "
+        "unknown (products.rtx-pro-6000.architecture) is not Blackwell"
+    ]
 
 
 def test_every_product_problem_is_reported_in_one_run(tmp_path: Path) -> None:

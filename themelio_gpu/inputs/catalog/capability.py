@@ -76,10 +76,17 @@ class ResolvedCapability:
         if self.products and product.key not in self.products:
             misses.append(f"{product.key} is not one of {', '.join(self.products)}")
         if self.architectures and product.architecture not in self.architectures:
-            misses.append(f"architecture {product.architecture} is not {' or '.join(self.architectures)}")
+            have = product.architecture or f"unknown (products.{product.key}.architecture)"
+            misses.append(f"architecture {have} is not {' or '.join(self.architectures)}")
         if self.min_compute_capability is not None:
-            have = parse_semver(product.compute_capability, normalize=True)
-            if have.compare(parse_semver(self.min_compute_capability, normalize=True)) < 0:
+            if not product.compute_capability:
+                misses.append(f"compute capability unknown (products.{product.key}.computeCapability)")
+            elif (
+                parse_semver(product.compute_capability, normalize=True).compare(
+                    parse_semver(self.min_compute_capability, normalize=True)
+                )
+                < 0
+            ):
                 misses.append(f"compute capability {product.compute_capability} < {self.min_compute_capability}")
         minimum = self.min_memory_bytes
         if self.device_type == "gpu" and minimum is not None and Decimal(product.memory_gib) * GIB < minimum:

@@ -30,9 +30,10 @@ class GpuProduct:
     """Memory of one whole GPU as the driver publishes it (capacity `memory`), in GiB: below the marketed
     size (an H100 "80GB" publishes 81559Mi = 79.65 GiB). Capability placement compares with this."""
     architecture: str
-    """The driver's `architecture` attribute (go-nvlib spelling: Ampere, Ada Lovelace, Hopper, Blackwell)."""
+    """The driver's `architecture` attribute (go-nvlib spelling: Ampere, Ada Lovelace, Hopper, Blackwell);
+    empty when a catalog product does not say (it then meets no capability that tests it)."""
     compute_capability: str
-    """The driver's `cudaComputeCapability`, as major.minor (`9.0`)."""
+    """The driver's `cudaComputeCapability`, as major.minor (`9.0`); empty when unknown, as above."""
     pci_device_ids: tuple[str, ...]
     """PCI device IDs as mig-parted's device-filter spells them (`0x20B010DE`)."""
     mig_profiles: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
@@ -272,6 +273,18 @@ def default_mig_config_names(product: GpuProduct) -> tuple[str, ...]:
 _PROFILE = re.compile(r"^([1-7])g\.([1-9][0-9]*)gb(\+me|\+gfx|\+me\.all|-me)?$")
 _DOT_SUFFIXES = ((".me.all", "+me.all"), (".gfx", "+gfx"), (".me", "+me"))
 PROFILE_SYNTAX = "<compute slices 1-7>g.<memory GB>gb, optionally +me, +gfx, +me.all or -me (e.g. 1g.10gb+me)"
+# The driver's `architecture` values: go-nvlib's GetArchitectureAsString (kubernetes-sigs/dra-driver-nvidia-gpu).
+DRIVER_ARCHITECTURES = (
+    "Kepler",
+    "Maxwell",
+    "Pascal",
+    "Volta",
+    "Turing",
+    "Ampere",
+    "Ada Lovelace",
+    "Hopper",
+    "Blackwell",
+)
 MAX_COMPUTE_SLICES = 7
 MEMORY_SLICES = 8
 _PCI_ID = re.compile(r"^0x[0-9A-F]{4}10DE$")
@@ -366,9 +379,14 @@ def product_problems(product: GpuProduct) -> list[tuple[Path, str]]:
         problems.append((("productNames",), "a name is listed twice"))
     if not product.memory_gib > 0:
         problems.append((("memoryGiB",), "must be a positive number of GiB"))
-    if not product.architecture.strip():
-        problems.append((("architecture",), "must not be empty (Ampere, Ada Lovelace, Hopper, Blackwell, ...)"))
-    if not _VERSION.match(product.compute_capability):
+    if product.architecture and product.architecture not in DRIVER_ARCHITECTURES:
+        problems.append(
+            (
+                ("architecture",),
+                f"{product.architecture!r} is not an architecture the driver publishes: {', '.join(DRIVER_ARCHITECTURES)}",
+            )
+        )
+    if product.compute_capability and not _VERSION.match(product.compute_capability):
         problems.append(
             (
                 ("computeCapability",),
