@@ -90,6 +90,7 @@ def _class_of(offering: ResolvedOffering) -> ClassUnderTest:
         selector = CHART_CLASS_SELECTORS[CHART_GPU_CLASS]
     else:
         selector = offering.selector
+    # Sharing devices is what a trial compares, not a problem here (match and the catalog judge overlaps).
     return ClassUnderTest(offering.device_class, offering.name, [selector], offering.name, shares_devices=True)
 
 
@@ -224,7 +225,7 @@ def render_trial(report: TrialReport) -> str:
             if gets is not excludes:
                 only = report.excluded_by(gets.name, excludes.name)
                 lines.extend(_block(f"{gets.name} can be given, {excludes.name} excludes", only))
-    lines.extend(_block("no offering can reach", report.unreached))
+    lines.extend(_block("no offering on trial can reach", report.unreached))
     lines.append("")
     lines.append(f"PROBLEMS ({len(report.problems)})")
     lines.extend(f"  {p}" for p in report.problems or ["none"])
