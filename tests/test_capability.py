@@ -371,7 +371,7 @@ def test_an_overlap_must_be_declared_on_the_capability_offering(tmp_path: Path) 
     assert catalog is None
     assert problems == [
         'catalog.yaml: line 10: offerings["nvidia.com/gpu-48gb"].capability: nvidia.com/gpu-48gb overlaps '
-        "nvidia.com/a100-80gb: both can take a100-80gb (whole GPU). Requests for one would use devices the other "
+        "nvidia.com/a100-80gb: both can take whole a100-80gb. Requests for one would use devices the other "
         "counts on; set overlaps: allowed on nvidia.com/gpu-48gb if that is intended (README: Overlapping "
         "offerings and quotas), or narrow the capability"
     ]

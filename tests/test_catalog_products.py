@@ -103,6 +103,7 @@ def test_pools_resolve_against_the_merged_table(tmp_path: Path) -> None:
     offerings = ["nvidia.com/rtx-pro-6000", "nvidia.com/rtx-pro-6000-mig-2g.48gb"]
     plan = fleet_of(tmp_path, cluster(offerings=offerings, nodePools=pools), catalog=catalog).clusters[0]
     assert dict(plan.pools[1].devices_per_node()) == {"2g.48gb": 4}
+    assert plan.products["rtx-pro-6000"].memory_gib == 95.59  # the plan carries the merged table
     assert plan.pools[1].labels["nvidia.com/mig.config"] == "all-2g.48gb"
     # Without the catalog's product the same pool is unknown, and the message lists the merged table.
     pools[0]["product"] = "rtx-pro-7000"

@@ -53,6 +53,8 @@ class ClusterPlan:
     pools: tuple[PoolContract, ...]
     placements: Mapping[str, tuple[str, ...]]
     """Offering -> the pools whose GPUs publish devices its class selects (a capability: every such pool)."""
+    products: Mapping[str, GpuProduct]
+    """The catalog's merged product table: what a class selecting any GPU (the chart's) can take."""
     operator_values: Mapping[str, Any]
     dra_values: Mapping[str, Any] | None
     """None when no pool uses DRA: then neither the DRA driver nor DeviceClasses are installed."""
@@ -185,6 +187,7 @@ def plan_cluster(
         device_classes=tuple(sorted(classes, key=lambda c: c.name)),
         pools=pools,
         placements=placements,
+        products=catalog.products,
         operator_values=operator,
         dra_values=dra_values,
     )

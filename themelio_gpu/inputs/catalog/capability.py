@@ -30,8 +30,12 @@ class DeviceKind:
     product: str
     mig_profile: str | None = None
 
+    @property
+    def sort_key(self) -> tuple[str, str]:
+        return (self.product, self.mig_profile or "")
+
     def __str__(self) -> str:
-        return f"{self.product} {self.mig_profile}" if self.mig_profile else f"{self.product} (whole GPU)"
+        return f"{self.product} MIG {self.mig_profile}" if self.mig_profile else f"whole {self.product}"
 
 
 @dataclass(frozen=True)
