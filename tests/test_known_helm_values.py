@@ -93,7 +93,7 @@ def test_known_chart_versions() -> None:
 
 def test_the_generator_writes_the_data_module_by_default() -> None:
     # Run without --output, the script must rewrite the module the code imports, not a stale path.
-    assert generator().DEFAULT_OUTPUT == Path(_known_paths.__file__).resolve()
+    assert Path(_known_paths.__file__).resolve() == generator().DEFAULT_OUTPUT
 
 
 def test_data_module_is_exactly_the_generator_output() -> None:

@@ -81,7 +81,7 @@ def _check_gpu_operator_mode(cluster: ClusterDefinition, file: str, problems: Pr
             "draDriver.managedBy: gpu-operator is for new clusters only: a GPUCluster cannot coexist with a "
             "ClusterPolicy, and NVIDIA supports no in-place migration from a ClusterPolicy or a separate DRA "
             "driver release. If `kubectl get clusterpolicy` finds none and no DRA driver release is installed, "
-            f"set draDriver.newCluster: true; an existing cluster keeps its install ({_OTHER_MODE})",
+            "set draDriver.newCluster: true; an existing cluster keeps draDriver.managedBy: chart",
         )
     for field, key in _CHART_ONLY.items():
         if field in cluster.dra_driver.model_fields_set:
