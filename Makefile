@@ -7,7 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 PIPENV := $(shell command -v pipenv 2>/dev/null || echo python3 -m pipenv)
 
-.PHONY: setup synth synth-python test lint snapshots bench schemas lock
+.PHONY: setup synth synth-python test lint snapshots bench schemas lock render-gpucluster
 
 .venv/.synced: Pipfile.lock
 	@command -v pipenv >/dev/null 2>&1 || python3 -m pipenv --version >/dev/null 2>&1 || python3 -m pip install --quiet pipenv
@@ -35,6 +35,10 @@ lint: .venv/.synced
 
 test: lint
 	$(PIPENV) run pytest
+
+# The GPUCluster mode rendered with the real gpu-operator v26.7.0 chart (needs helm and ../shared/reference/charts).
+render-gpucluster: .venv/.synced
+	$(PIPENV) run pytest tests/test_gpu_operator_mode_render.py
 
 # Rewrites the snapshot files; read `git diff tests/snapshots` before committing.
 snapshots: .venv/.synced

@@ -502,3 +502,73 @@ def test_failed_exec_plugin_is_named_in_the_fail_line(tmp_path: Path) -> None:
     first = out.getvalue().splitlines()[0]
     assert first.startswith("FAIL connection: cannot reach https://127.0.0.1:"), first
     assert first.endswith(f"(client: [Errno 2] No such file or directory: '{tmp_path}/no-such-plugin')"), first
+
+
+# --- draDriver.managedBy: gpu-operator -----------------------------------------------------------------
+
+
+def _gpu_cluster_plan() -> ClusterPlan:
+    fleet = ROOT / "tests" / "fixtures" / "fleets" / "gpu-operator-mode"
+    plan = load_fleet(fleet / "catalog" / "gpu-catalog.yaml", fleet / "stacks").cluster("gpu-forge")
+    assert plan is not None
+    return plan
+
+
+def _healthy_with(tmp_path: Path, files: dict[str, Any]) -> Path:
+    scenario = tmp_path / "scenario"
+    (scenario / "apis" / "nvidia.com" / "v1").mkdir(parents=True)
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({"base": str(SCENARIOS / "healthy")}))
+    for name, content in files.items():
+        (scenario / name).write_text(json.dumps(content))
+    return scenario
+
+
+def test_gpu_cluster_mode_fails_where_a_cluster_policy_exists(tmp_path: Path) -> None:
+    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicyList", "items": [{"metadata": {"name": "cp"}}]}
+    scenario = _healthy_with(tmp_path, {"apis/nvidia.com/v1/clusterpolicies.json": policy})
+    code, lines, _ = run(_gpu_cluster_plan(), scenario)
+    assert code == 1
+    line = only(lines, "FAIL", "cluster-policy")
+    assert "ClusterPolicy cp exists" in line and "the two cannot coexist" in line
+
+
+def test_gpu_cluster_mode_passes_the_cluster_policy_check_without_one(tmp_path: Path) -> None:
+    empty = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicyList", "items": []}
+    _, lines, _ = run(
+        _gpu_cluster_plan(), _healthy_with(tmp_path, {"apis/nvidia.com/v1/clusterpolicies.json": empty})
+    )
+    assert only(lines, "OK", "cluster-policy").endswith("no ClusterPolicy: the GPUCluster can run")
+    _, lines, _ = run(_gpu_cluster_plan(), "healthy")  # no nvidia.com API at all
+    assert "no ClusterPolicy API is served" in only(lines, "OK", "cluster-policy")
+
+
+def test_gpu_cluster_mode_fails_below_1_34_2(tmp_path: Path) -> None:
+    version = json.loads((SCENARIOS / "healthy" / "version.json").read_text())
+    scenario = _healthy_with(tmp_path, {"version.json": {**version, "gitVersion": "v1.34.1"}})
+    code, lines, _ = run(_gpu_cluster_plan(), scenario)
+    assert code == 1
+    assert "needs 1.34.2 or later" in only(lines, "FAIL", "server-version")
+
+
+def test_chart_mode_runs_no_cluster_policy_check(east: ClusterPlan) -> None:
+    _, lines, _ = run(east, "healthy")
+    assert not [line for line in lines if "cluster-policy" in line]
+
+
+def test_gpu_cluster_mode_checks_the_published_driver_version(tmp_path: Path) -> None:
+    _, lines, _ = run(_gpu_cluster_plan(), "healthy")
+    assert (
+        only(lines, "OK", "driver-version")
+        == "OK   driver-version: NVIDIA driver 580.105.8 (the GPUCluster needs 580+)"
+    )
+    slices = json.loads((SCENARIOS / "healthy" / "apis/resource.k8s.io/v1/resourceslices.json").read_text())
+    first = slices["items"][0]
+    for device in first["spec"]["devices"]:
+        device["attributes"]["driverVersion"] = {"version": "570.195.3"}
+    scenario = _healthy_with(tmp_path, {})
+    (scenario / "apis/resource.k8s.io/v1").mkdir(parents=True)
+    (scenario / "apis/resource.k8s.io/v1/resourceslices.json").write_text(json.dumps(slices))
+    code, lines, _ = run(_gpu_cluster_plan(), scenario)
+    assert code == 1
+    line = only(lines, "FAIL", "driver-version")
+    assert f"570.195.3 on {first['spec']['nodeName']}" in line and "580.105.8" not in line

@@ -15,7 +15,7 @@ from tests.snapshot import assert_matches_snapshot
 from themelio_gpu.plan.fleet import Fleet
 
 StackJson = Callable[[str], dict[str, Any]]
-EXAMPLE_CLUSTERS = ("gpu-east", "gpu-lab", "gpu-west")
+EXAMPLE_CLUSTERS = ("gpu-east", "gpu-lab", "gpu-next", "gpu-west")
 SECRET = "tok-3x4mpl3-d0-n0t-l34k"
 
 

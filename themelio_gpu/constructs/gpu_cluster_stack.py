@@ -32,7 +32,8 @@ class GpuClusterStack(TerraformStack):
         self._providers(plan)
         configure_backend(self, cluster.name, cluster.backend)
 
-        # Order: node labels, then the operator, then the DRA driver, then the classes that need its driver.
+        # Order: node labels, then the operator, then the DRA driver chart (where the operator does not manage
+        # the DRA driver), then the classes that need the driver.
         pools = [
             GpuNodePool(self, pool, contract)
             for pool, contract in zip(cluster.node_pools, plan.pools, strict=True)
@@ -40,10 +41,11 @@ class GpuClusterStack(TerraformStack):
         labelled: list[Any] = [d for pool in pools for d in pool.dependables]
         outputs: dict[str, Any] = {k: v for pool in pools for k, v in pool.outputs.items()}
         operator = GpuOperatorRelease(self, plan, depends_on=labelled)
-        if plan.dra_enabled:
-            driver = DraDriverRelease(self, plan, depends_on=[operator.release])
-            if plan.device_classes:
-                DeviceClasses(self, plan.device_classes, depends_on=[driver.release])
+        driver = operator.release
+        if plan.dra_release is not None:
+            driver = DraDriverRelease(self, plan, depends_on=[operator.release]).release
+        if plan.dra_enabled and plan.device_classes:
+            DeviceClasses(self, plan.device_classes, depends_on=[driver])
         outputs.update(CatalogOutputs(self, plan).outputs)
         # Outputs are plain JSON: one override writes them all, instead of one jsii object (round trip) each.
         self.add_override("output", {name: {"value": value} for name, value in sorted(outputs.items())})

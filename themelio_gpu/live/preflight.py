@@ -26,13 +26,15 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
+from themelio_gpu.dryrun.cel_kubernetes import Semver
 from themelio_gpu.dryrun.cluster_match import match_cluster
 from themelio_gpu.dryrun.match import MatchReport
-from themelio_gpu.dryrun.resourceslices import ResourceSliceError, parse_resourceslices
+from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, parse_resourceslices
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
-from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
+from themelio_gpu.inputs.catalog.selectors import DRIVER as GPU_DRIVER
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, POOL, PoolContract
+from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
 
 EXIT_OK = 0
@@ -42,6 +44,7 @@ RESOURCE_API = "/apis/resource.k8s.io/v1"
 DEVICE_CLASSES = f"{RESOURCE_API}/deviceclasses"
 RESOURCE_SLICES = f"{RESOURCE_API}/resourceslices"
 NODES = "/api/v1/nodes"
+CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
 PROBE_NAME_PREFIX = "themelio-preflight-probe-"
 PROBE_RESOURCE_NAME = "preflight.themelio.io/probe"
 DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
@@ -309,6 +312,8 @@ def _run_checks(plan: ClusterPlan, api: Api, report: Report) -> None:
         raise ClusterConnectionError(f"{api.host}: {api_error(error)}") from error
     report.ok("connection", api.host)
     check_version(plan, version, report)
+    if plan.definition.dra_by_gpu_operator:
+        _guarded(report, "cluster-policy", check_no_cluster_policy, plan, api, report)
 
     if not plan.dra_enabled:
         report.ok("dra", "no pool uses DRA: the gate, DeviceClass and ResourceSlice checks do not apply")
@@ -351,7 +356,14 @@ def check_version(plan: ClusterPlan, version: Mapping[str, Any], report: Report)
     assert declared_match is not None  # the definition's validator accepted it
     declared = tuple(int(x) if x is not None else None for x in declared_match.groups())
     shown = git_version or ".".join(str(x) for x in served if x is not None)
-    if served[:2] != declared[:2]:
+    too_old = served[:2] == (1, 34) and served[2] is not None and served[2] < dra_mode.MIN_KUBERNETES_PATCH_134
+    if definition.dra_by_gpu_operator and too_old:
+        report.fail(
+            "server-version",
+            f"the server runs {shown}; the GPU Operator's GPUCluster (draDriver.managedBy: gpu-operator) needs "
+            "1.34.2 or later. Upgrade the control plane",
+        )
+    elif served[:2] != declared[:2]:
         report.fail(
             "server-version",
             f"the server runs {shown}, the definition declares kubernetesVersion {definition.kubernetes_version}: "
@@ -365,6 +377,28 @@ def check_version(plan: ClusterPlan, version: Mapping[str, Any], report: Report)
         )
     else:
         report.ok("server-version", f"{shown} (declared {definition.kubernetes_version})")
+
+
+def check_no_cluster_policy(plan: ClusterPlan, api: Api, report: Report) -> None:
+    """A GPUCluster cannot run beside a ClusterPolicy: the operator reconciles neither while both exist."""
+    check = "cluster-policy"
+    try:
+        items = api.list_items(CLUSTER_POLICIES)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        report.ok(check, "no ClusterPolicy API is served: no ClusterPolicy can exist")
+        return
+    names = sorted(str((i.get("metadata") or {}).get("name", "")) for i in items)
+    if names:
+        report.fail(
+            check,
+            f"ClusterPolicy {', '.join(names)} exists, but {plan.file} asks for the GPU Operator's GPUCluster "
+            "(draDriver.managedBy: gpu-operator, newCluster: true): the two cannot coexist and NVIDIA supports no "
+            "in-place migration. Deploy this stack to a new cluster, or keep draDriver.managedBy: chart here",
+        )
+    else:
+        report.ok(check, "no ClusterPolicy: the GPUCluster can run")
 
 
 # 2. DRAExtendedResource gate ---------------------------------------------------------------------------
@@ -423,19 +457,23 @@ def check_gate(definition: ClusterDefinition, api: Api, report: Report) -> bool:
 
 
 def expected_device_classes(plan: ClusterPlan) -> tuple[DeviceClassSpec, ...]:
-    """The plan's classes plus the DRA chart's `gpu.nvidia.com` when an offering relies on it."""
+    """The plan's classes plus the installer's class that maps a chart-served name an offering relies on.
+
+    With the DRA chart that is its `gpu.nvidia.com`; the GPU Operator's maps no name, and the plan's own
+    classes already hold the stand-in for it.
+    """
     classes = {c.name: c for c in plan.device_classes}
+    mapped = {d.extended_resource_name: d for d in plan.driver_classes if d.extended_resource_name}
     for offering in plan.offerings:
         names = [offering.name] if offering.served_by is ServedBy.dra_driver_chart else []
         if plan.definition.serve_migration_aliases:
             names += [a.name for a in offering.aliases if a.served_by is ServedBy.dra_driver_chart]
         for name in names:
-            classes.setdefault(
-                CHART_GPU_CLASS,
-                DeviceClassSpec(
-                    CHART_GPU_CLASS, name, CHART_CLASS_SELECTORS[CHART_GPU_CLASS], offering.name, False
-                ),
-            )
+            if name in mapped:
+                driver = mapped[name]
+                classes.setdefault(
+                    driver.name, DeviceClassSpec(driver.name, name, driver.selector, offering.name, False)
+                )
     return tuple(sorted(classes.values(), key=lambda c: c.name))
 
 
@@ -459,6 +497,12 @@ def winning_class(classes: Sequence[LiveClass]) -> LiveClass:
     return min((c for c in classes if c.created == newest), key=lambda c: c.name)
 
 
+def _installer(plan: ClusterPlan) -> str:
+    if plan.definition.dra_by_gpu_operator:
+        return f"the GPU Operator's GPUCluster (release in namespace {plan.definition.gpu_operator.namespace})"
+    return f"the DRA driver release in namespace {plan.definition.dra_driver.namespace}"
+
+
 def check_device_classes(plan: ClusterPlan, api: Api, report: Report) -> tuple[LiveClass, ...]:
     live = tuple(_live_class(item) for item in api.list_items(DEVICE_CLASSES))
     by_name = {c.name: c for c in live}
@@ -468,11 +512,12 @@ def check_device_classes(plan: ClusterPlan, api: Api, report: Report) -> tuple[L
             by_resource[cls.extended_resource_name].append(cls)
 
     expected = expected_device_classes(plan)
+    driver_names = {d.name for d in plan.driver_classes}
     for spec in expected:
         check = f"device-class {spec.name}"
         found = by_name.get(spec.name)
-        if spec.name == CHART_GPU_CLASS:
-            creator = f"the DRA driver release in namespace {plan.definition.dra_driver.namespace}"
+        if spec.name in driver_names:
+            creator = _installer(plan)
             fix = f"upgrade {creator}"
         else:
             creator = f"the stack {plan.name}"
@@ -600,6 +645,8 @@ def check_resource_slices(plan: ClusterPlan, api: Api, report: Report) -> None:
             f"no device is published ({len(items)} ResourceSlices): is the DRA driver's kubelet plugin running "
             f"on the GPU nodes ({DRA_KUBELET_PLUGIN}=true)?",
         )
+    if plan.definition.dra_by_gpu_operator:
+        check_driver_version(devices, report)
     # The same dry run as the `match` command, so both judge a cluster alike.
     result = match_cluster(plan, devices)
     by_class = {m.name: m for m in result.classes}
@@ -662,6 +709,27 @@ def check_resource_slices(plan: ClusterPlan, api: Api, report: Report) -> None:
         report.warn(
             "unselected-devices", f"{len(result.unselected_devices)} devices no offering selects: {groups}"
         )
+
+
+def check_driver_version(devices: Sequence[Device], report: Report) -> None:
+    """The GPUCluster needs driver 580 or later, which no definition can prove: the DRA driver publishes it."""
+    versions: dict[str, set[str]] = defaultdict(set)
+    old: set[str] = set()
+    for device in devices:
+        version = device.attribute("driverVersion") if device.driver == GPU_DRIVER else None
+        if isinstance(version, Semver):
+            versions[str(version)].add(device.node)
+            if version.major < dra_mode.MIN_DRIVER_MAJOR:
+                old.add(device.node)
+    if old:
+        found = "; ".join(f"{v} on {_listed(sorted(n))}" for v, n in sorted(versions.items()) if n & old)
+        report.fail(
+            "driver-version",
+            f"the GPU Operator's GPUCluster needs NVIDIA driver {dra_mode.MIN_DRIVER_MAJOR} or later; published: "
+            f"{found}. Upgrade the driver on those nodes",
+        )
+    elif versions:
+        report.ok("driver-version", f"NVIDIA driver {', '.join(sorted(versions))} (the GPUCluster needs 580+)")
 
 
 def _selector_failures(result: MatchReport) -> list[tuple[Status, str, str]]:

@@ -41,7 +41,7 @@ def summary_table(fleet: Fleet) -> str:
     header = ("cluster", "k8s", "offerings", "DeviceClasses", "pools", "releases", "backend")
     rows = [header]
     for plan in fleet.clusters:
-        releases = "gpu-operator" + (", dra-driver" if plan.dra_enabled else "")
+        releases = ", ".join(r.name for r in plan.releases)
         rows.append(
             (
                 plan.name,

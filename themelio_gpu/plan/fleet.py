@@ -14,12 +14,15 @@ from typing import Any
 
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
-from themelio_gpu.inputs.catalog.model import ServedBy
+from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, GENERIC_GPU_CLASS, ServedBy
 from themelio_gpu.inputs.catalog.products import PRODUCTS, mig_profile_resource_spelling, unknown_product_message
+from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import display_path, load_yaml_file, validate_model
+from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
     UnsupportedChartVersion,
@@ -41,6 +44,19 @@ class DeviceClassSpec:
 
 
 @dataclass(frozen=True)
+class HelmReleaseSpec:
+    """One Helm release of the stack, exactly as Terraform installs it (and as a chart render needs it)."""
+
+    name: str
+    chart: str
+    version: str
+    repository: str
+    namespace: str
+    values: Mapping[str, Any]
+    timeout_seconds: int
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     definition: ClusterDefinition
     file: str
@@ -48,10 +64,12 @@ class ClusterPlan:
     advertised_names: tuple[str, ...]
     """Every extended resource name this cluster serves: offerings, plus aliases while migrating."""
     device_classes: tuple[DeviceClassSpec, ...]
+    """The classes this stack creates."""
+    driver_classes: tuple[DriverClass, ...]
+    """The classes the DRA driver's installer (chart or GPU Operator) creates; empty when no pool uses DRA."""
     pools: tuple[PoolContract, ...]
-    operator_values: Mapping[str, Any]
-    dra_values: Mapping[str, Any] | None
-    """None when no pool uses DRA: then neither the DRA driver nor DeviceClasses are installed."""
+    releases: tuple[HelmReleaseSpec, ...]
+    """In install order: the GPU Operator, then the DRA driver chart when the cluster has one."""
 
     @property
     def name(self) -> str:
@@ -59,7 +77,25 @@ class ClusterPlan:
 
     @property
     def dra_enabled(self) -> bool:
-        return self.dra_values is not None
+        """Some pool uses DRA: the cluster gets a DRA driver (chart or GPU Operator) and DeviceClasses."""
+        return any(p.dra for p in self.pools)
+
+    @property
+    def operator_release(self) -> HelmReleaseSpec:
+        return self.releases[0]
+
+    @property
+    def dra_release(self) -> HelmReleaseSpec | None:
+        """The separate DRA driver release; None without DRA pools or when the GPU Operator manages it."""
+        return self.releases[1] if len(self.releases) > 1 else None
+
+    @property
+    def operator_values(self) -> Mapping[str, Any]:
+        return self.operator_release.values
+
+    @property
+    def dra_values(self) -> Mapping[str, Any] | None:
+        return self.dra_release.values if self.dra_release is not None else None
 
 
 @dataclass(frozen=True)
@@ -123,6 +159,8 @@ def plan_cluster(
     for message in k8s_names.dns1123_label(cluster.name):
         problems.add(file, "name", message)
 
+    by_operator = cluster.dra_by_gpu_operator
+    derivable = dra_mode.check_mode(cluster, file, problems)
     offerings = _served_offerings(catalog, cluster, file, problems)
     pools = _pool_contracts(cluster, file, problems)
     dra = any(p.dra for p in cluster.node_pools)
@@ -134,30 +172,35 @@ def plan_cluster(
     classes: list[DeviceClassSpec] = []
     for offering in offerings:
         names.extend(offering.advertised_names(cluster.serve_migration_aliases))
-        if not dra:
-            continue
-        if offering.served_by is ServedBy.catalog:
-            classes.append(
-                DeviceClassSpec(offering.device_class, offering.name, offering.selector, offering.name, False)
-            )
-        if cluster.serve_migration_aliases:
-            classes.extend(
-                DeviceClassSpec(a.device_class, a.name, offering.selector, offering.name, True)
-                for a in offering.aliases
-                if a.served_by is ServedBy.catalog
-            )
+        if dra:
+            classes.extend(_classes_of(offering, cluster.serve_migration_aliases, by_operator))
 
     operator = _merged_values(
         helm_values.OPERATOR_CHART,
         cluster.gpu_operator.version,
-        helm_values.operator_values(cluster, pools),
+        helm_values.gpu_cluster_operator_values(cluster, pools)
+        if by_operator
+        else helm_values.operator_values(cluster, pools),
         cluster.gpu_operator.values,
         file,
         "gpuOperator",
         problems,
+        check_derived=derivable,
     )
-    dra_values = None
-    if dra:
+    dra_mode.check_operator_values(cluster, operator, file, problems)
+    release = cluster.gpu_operator
+    releases = [
+        HelmReleaseSpec(
+            helm_values.OPERATOR_CHART,
+            helm_values.OPERATOR_CHART,
+            release.version,
+            release.repository,
+            release.namespace,
+            operator,
+            release.timeout_seconds,
+        )
+    ]
+    if dra and not by_operator:
         for message in _namespace_problems(cluster.dra_driver.namespace):
             problems.add(file, "draDriver.namespace", message)
         dra_values = _merged_values(
@@ -169,20 +212,57 @@ def plan_cluster(
             "draDriver",
             problems,
         )
+        chart = cluster.dra_driver
+        releases.append(
+            HelmReleaseSpec(
+                helm_values.dra_release_name(cluster),
+                chart.chart,
+                chart.version,
+                chart.chart_repository,
+                chart.namespace,
+                dra_values,
+                chart.timeout_seconds,
+            )
+        )
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, "gpuOperator.namespace", message)
     if len(problems) > count:
         return None
+    driver_classes = (
+        driver_device_classes(by_gpu_operator=by_operator, compute_domains=cluster.dra_driver.compute_domains)
+        if dra
+        else ()
+    )
     return ClusterPlan(
         definition=cluster,
         file=file,
         offerings=offerings,
         advertised_names=tuple(sorted(names)),
         device_classes=tuple(sorted(classes, key=lambda c: c.name)),
+        driver_classes=driver_classes,
         pools=pools,
-        operator_values=operator,
-        dra_values=dra_values,
+        releases=tuple(releases),
     )
+
+
+def _classes_of(offering: ResolvedOffering, with_aliases: bool, by_operator: bool) -> list[DeviceClassSpec]:
+    """The classes the stack creates for one offering (and its aliases, while the cluster migrates).
+
+    A chart-served name needs no class of ours beside the DRA chart, whose gpu.nvidia.com maps it. The GPU
+    Operator's gpu.nvidia.com maps no name, so there the stack creates GENERIC_GPU_CLASS with the same
+    selector (any whole GPU): without it, requests for the name would never be satisfied.
+    """
+    served = [(offering.name, offering.served_by, offering.device_class, False)]
+    if with_aliases:
+        served += [(a.name, a.served_by, a.device_class, True) for a in offering.aliases]
+    classes = []
+    for name, served_by, device_class, is_alias in served:
+        if served_by is ServedBy.catalog:
+            classes.append(DeviceClassSpec(device_class, name, offering.selector, offering.name, is_alias))
+        elif by_operator:
+            selector = CHART_CLASS_SELECTORS[CHART_GPU_CLASS]
+            classes.append(DeviceClassSpec(GENERIC_GPU_CLASS, name, selector, offering.name, is_alias))
+    return classes
 
 
 def _namespace_problems(namespace: str) -> list[str]:
@@ -249,7 +329,7 @@ def _pool_contracts(cluster: ClusterDefinition, file: str, problems: Problems) -
             problems.add(file, f"{where}.product", unknown_product_message(pool.product))
             continue
         found: list[tuple[str, str]] = []
-        contract = pool_contract(pool, product, device_plugin, found)
+        contract = pool_contract(pool, product, device_plugin, found, mig_manager=not cluster.dra_by_gpu_operator)
         for field, message in found:
             problems.add(file, f"{where}.{field}", message)
         contracts.append(contract)
@@ -260,7 +340,7 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
     """resource.k8s.io/v1 needs 1.34; extendedResourceName needs DRAExtendedResource (KEP-5004)."""
     minor = cluster.minor_version
     gate = cluster.feature_gates.dra_extended_resource
-    if minor < 34:
+    if minor < 34 and not cluster.dra_by_gpu_operator:  # that mode says why itself (dra_mode.py)
         problems.add(
             file,
             "kubernetesVersion",
@@ -339,11 +419,14 @@ def _merged_values(
     file: str,
     where: str,
     problems: Problems,
+    *,
+    check_derived: bool = True,
 ) -> dict[str, Any]:
     try:
         unknown = unknown_value_paths(chart, version, overrides)
-        # Derived values must exist too: this catches a chart upgrade that renamed a key we set.
-        unknown_derived = unknown_value_paths(chart, version, derived)
+        # Derived values must exist too: this catches a chart upgrade that renamed a key we set. Not where
+        # the chart version was already refused for the mode: each missing key would repeat that message.
+        unknown_derived = unknown_value_paths(chart, version, derived) if check_derived else []
         # Helm values are YAML: string keys and plain scalars only (no dates, no integer keys).
         render_values_yaml(overrides)
     except UnsupportedChartVersion as error:

@@ -13,6 +13,7 @@ from themelio_gpu.inputs.catalog.model import (
     CHART_DEVICE_CLASSES,
     CHART_GPU_CLASS,
     CHART_SERVED_NAME,
+    GENERIC_GPU_CLASS,
     CatalogFile,
     Lifecycle,
     Offering,
@@ -165,6 +166,13 @@ def _device_class(
             f"{where}.deviceClass",
             f"{given} is created by the NVIDIA DRA driver chart itself; choose another name "
             "(for example <product>.gpu.themelio.io)",
+        )
+    if given == GENERIC_GPU_CLASS:
+        problems.add(
+            file,
+            f"{where}.deviceClass",
+            f"{given} is the class this tool creates for {CHART_SERVED_NAME} where the GPU Operator manages "
+            "the DRA driver (its gpu.nvidia.com maps no name); choose another name",
         )
     return given
 

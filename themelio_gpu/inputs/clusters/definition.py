@@ -215,6 +215,13 @@ class Taint(Strict):
     effect: str = Field(description="NoSchedule, PreferNoSchedule or NoExecute")
 
 
+class MigCreatedBy(StrEnum):
+    mig_manager = "mig-manager"
+    """The GPU Operator's MIG Manager creates the layout from the pool's nvidia.com/mig.config label."""
+    external = "external"
+    """Something outside this stack creates the MIG devices (mig-parted at boot, the provider's image)."""
+
+
 class MigLayout(Strict):
     """MIG mode of a pool: one profile on every GPU, or a named MIG Manager config."""
 
@@ -222,6 +229,12 @@ class MigLayout(Strict):
     config: str | None = Field(default=None, description="A MIG Manager config name, e.g. all-balanced")
     provides: dict[str, int] | None = Field(
         default=None, description="Only for a custom config: the MIG devices it creates on each GPU"
+    )
+    created_by: MigCreatedBy = Field(
+        default=MigCreatedBy.mig_manager,
+        alias="createdBy",
+        description="mig-manager (default), or external: the nodes' MIG devices already exist, created "
+        "outside this stack (required with draDriver.managedBy: gpu-operator, which has no MIG Manager)",
     )
 
     @model_validator(mode="after")
@@ -295,7 +308,26 @@ class GpuOperatorRelease(Strict):
     values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
 
 
+class DraManagedBy(StrEnum):
+    chart = "chart"
+    """A separate DRA driver Helm release beside the GPU Operator's ClusterPolicy (NVIDIA's documented install)."""
+    gpu_operator = "gpu-operator"
+    """GPU Operator v26.7.0+ installs the DRA driver itself from a GPUCluster (no ClusterPolicy, no DRA release)."""
+
+
 class DraDriverRelease(Strict):
+    managed_by: DraManagedBy = Field(
+        default=DraManagedBy.chart,
+        alias="managedBy",
+        description="chart: a separate DRA driver release beside a ClusterPolicy; gpu-operator: the GPU "
+        "Operator's GPUCluster (v26.7.0+, Technology Preview, new clusters only) manages the DRA driver",
+    )
+    new_cluster: bool | None = Field(
+        default=None,
+        alias="newCluster",
+        description="Only with managedBy: gpu-operator, and required there: true states that the cluster has "
+        "no ClusterPolicy and no DRA driver release (NVIDIA supports no in-place migration to a GPUCluster)",
+    )
     chart: Literal["dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"] = "dra-driver-nvidia-gpu"
     version: str = "0.4.1"
     repository: str | None = Field(
@@ -359,3 +391,14 @@ class ClusterDefinition(Strict):
     @property
     def minor_version(self) -> int:
         return int(self.kubernetes_version.split(".")[1])
+
+    @property
+    def patch_version(self) -> int | None:
+        """The patch release when the definition states one (`1.34.2`), else None (`1.34`)."""
+        parts = self.kubernetes_version.split(".")
+        return int(parts[2]) if len(parts) > 2 else None
+
+    @property
+    def dra_by_gpu_operator(self) -> bool:
+        """The GPU Operator's GPUCluster manages the DRA driver (no ClusterPolicy, no DRA driver release)."""
+        return self.dra_driver.managed_by is DraManagedBy.gpu_operator

@@ -88,9 +88,18 @@ class PoolContract:
 
 
 def pool_contract(
-    pool: NodePool, product: GpuProduct, device_plugin_in_cluster: bool, problems: list[tuple[str, str]]
+    pool: NodePool,
+    product: GpuProduct,
+    device_plugin_in_cluster: bool,
+    problems: list[tuple[str, str]],
+    *,
+    mig_manager: bool = True,
 ) -> PoolContract:
-    """The pool's contract; problems are appended as (field, message)."""
+    """The pool's contract; problems are appended as (field, message).
+
+    `mig_manager` is False where the cluster can run no MIG Manager (the GPU Operator's GPUCluster): then no
+    pool gets the MIG Manager's config label, which nothing would read.
+    """
     mig_devices: Mapping[str, int] | None = None
     mig_config: str | None = None
     mig_profile_label: str | None = None
@@ -146,7 +155,7 @@ def pool_contract(
     }
     if mig_profile_label is not None:
         labels[MIG_PROFILE] = mig_profile_label
-    if product.supports_mig:
+    if product.supports_mig and mig_manager:
         # Explicit all-disabled keeps MIG Manager from acting on a leftover config label.
         labels[MIG_CONFIG] = mig_config or "all-disabled"
     if pool.dra:

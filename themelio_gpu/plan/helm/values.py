@@ -16,6 +16,13 @@ OPERATOR_CHART = "gpu-operator"
 DRIVER_ROOT_OPERATOR = "/run/nvidia/driver"
 DRIVER_ROOT_HOST = "/"
 OLD_DRA_CHART = "nvidia-dra-driver-gpu"
+# The NFD worker's chart default besides nvidia.com/gpu (gpu-operator values.yaml): it labels control planes too.
+NFD_CONTROL_PLANE_TOLERATION = {
+    "key": "node-role.kubernetes.io/control-plane",
+    "operator": "Equal",
+    "value": "",
+    "effect": "NoSchedule",
+}
 
 
 def gpu_pool_tolerations(pools: Sequence[PoolContract], *, dra_only: bool = False) -> list[dict[str, str]]:
@@ -47,6 +54,34 @@ def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -
         "migManager": {"enabled": mig},
         "toolkit": {"enabled": not cluster.host_driver},
     }
+
+
+def gpu_cluster_operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
+    """The GPU Operator (v26.7.0+) managing the DRA driver through a GPUCluster instead of a ClusterPolicy.
+
+    The GPUCluster exposes no kubelet-plugin nodeSelector: the operator runs the plugin on every node it
+    labels `nvidia.com/gpu.deploy.dra-driver=true`, i.e. every node where NFD found an NVIDIA GPU. So what
+    this stack controls is that NFD's worker and the GPUCluster's DaemonSets (`daemonsets.tolerations`, which
+    the chart copies into the GPUCluster) tolerate every taint of the pools, from the one derivation.
+    """
+    tolerations = gpu_pool_tolerations(pools)
+    values: dict[str, Any] = {
+        "clusterPolicy": {"deployCR": False},
+        "daemonsets": {"tolerations": tolerations},
+        "draDriver": {"computeDomains": {"enabled": cluster.dra_driver.compute_domains}},
+        "gpuCluster": {"deployCR": True},
+        "node-feature-discovery": {"worker": {"tolerations": [NFD_CONTROL_PLANE_TOLERATION, *tolerations]}},
+    }
+    # The GPUCluster never installs a driver: the host has one (its validator finds it at / by itself, so
+    # the driver root is left alone, as NVIDIA's pre-installed procedure does), or the chart's default
+    # NVIDIADriver resource installs one under /run/nvidia/driver (the chart refuses driver.enabled without
+    # nvidiaDriverCRD.enabled in this mode).
+    if cluster.host_driver:
+        values["driver"] = {"enabled": False}
+    else:
+        values["driver"] = {"enabled": True, "nvidiaDriverCRD": {"enabled": True}}
+        values["hostPaths"] = {"driverInstallDir": DRIVER_ROOT_OPERATOR}
+    return values
 
 
 def dra_driver_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
