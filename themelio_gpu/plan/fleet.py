@@ -41,6 +41,19 @@ class DeviceClassSpec:
 
 
 @dataclass(frozen=True)
+class HelmReleaseSpec:
+    """One Helm release of a cluster's stack: what Terraform installs and what `verify` renders."""
+
+    name: str
+    chart: str
+    version: str
+    repository: str
+    namespace: str
+    values: Mapping[str, Any]
+    timeout_seconds: int
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     definition: ClusterDefinition
     file: str
@@ -60,6 +73,40 @@ class ClusterPlan:
     @property
     def dra_enabled(self) -> bool:
         return self.dra_values is not None
+
+    @property
+    def operator_release(self) -> HelmReleaseSpec:
+        release = self.definition.gpu_operator
+        return HelmReleaseSpec(
+            name=helm_values.OPERATOR_CHART,
+            chart=helm_values.OPERATOR_CHART,
+            version=release.version,
+            repository=release.repository,
+            namespace=release.namespace,
+            values=self.operator_values,
+            timeout_seconds=release.timeout_seconds,
+        )
+
+    @property
+    def dra_release(self) -> HelmReleaseSpec | None:
+        if self.dra_values is None:
+            return None
+        release = self.definition.dra_driver
+        return HelmReleaseSpec(
+            name=helm_values.dra_release_name(self.definition),
+            chart=release.chart,
+            version=release.version,
+            repository=release.chart_repository,
+            namespace=release.namespace,
+            values=self.dra_values,
+            timeout_seconds=release.timeout_seconds,
+        )
+
+    @property
+    def releases(self) -> tuple[HelmReleaseSpec, ...]:
+        """Every Helm release of the stack, in install order."""
+        dra = self.dra_release
+        return (self.operator_release,) if dra is None else (self.operator_release, dra)
 
 
 @dataclass(frozen=True)
