@@ -106,20 +106,18 @@ def pool_nodes(pool: NodePool, contract: PoolContract) -> tuple[str, tuple[Node,
         # Karpenter sets the instance type it launched, its own labels, and the NodePool's template labels.
         how = "Karpenter"
         karpenter = provisioning.karpenter
-        names = [
-            (
-                f"{contract.name}-{instance}-{capacity}",
-                {
+        names = []
+        for instance in karpenter.instance_types:
+            for capacity in karpenter.capacity_types or ("",):
+                labels = {
                     INSTANCE_TYPE: instance,
                     "karpenter.sh/nodepool": contract.name,
-                    "karpenter.sh/capacity-type": capacity,
                     "karpenter.sh/registered": "true",
                     "karpenter.sh/initialized": "true",
-                },
-            )
-            for instance in karpenter.instance_types
-            for capacity in karpenter.capacity_types
-        ]
+                }
+                if capacity:
+                    labels["karpenter.sh/capacity-type"] = capacity
+                names.append(("-".join(filter(None, (contract.name, instance, capacity))), labels))
     else:
         how = "provisioned"
         names = [(f"{contract.name}-node", {})]
