@@ -109,6 +109,13 @@ def test_node_selector_needs_every_label_with_its_exact_value() -> None:
     assert why_not(scheduling, node({"a": "1", "b": "3"})) == ["nodeSelector b=2 (node has b=3)"]
 
 
+def test_a_null_selector_value_is_the_empty_string_as_the_api_server_decodes_it() -> None:
+    scheduling = PodScheduling.of_daemonset(daemonset({"nodeSelector": {"a": None}}))
+    assert scheduling.node_selector == {"a": ""}
+    assert why_not(scheduling, node({"a": ""})) == []
+    assert tolerates({"key": "k", "operator": "Equal", "value": None}, TaintSpec("k", "", "NoSchedule"))
+
+
 def _affinity(*terms: dict[str, Any]) -> dict[str, Any]:
     return {
         "affinity": {

@@ -352,6 +352,17 @@ def test_charts_are_pulled_from_the_configured_repository(
     assert "charts pulled from their repositories" in out.getvalue()
 
 
+def test_oci_repositories_are_pulled_as_repository_slash_chart(chart_repository: str, tmp_path: Path) -> None:
+    oci = "oci://127.0.0.1:9/dra-driver-nvidia/charts"  # nothing listens there: helm says what it fetched
+    definition = cluster(gpuOperator={"repository": chart_repository}, draDriver={"repository": oci})
+    plan = fleet_of(tmp_path, definition).clusters[0]
+    out = io.StringIO()
+    assert verify_clusters([plan], None, out) is False
+    report = out.getvalue()
+    assert f"release dra-driver-nvidia-gpu: cannot pull chart dra-driver-nvidia-gpu 0.4.1 from {oci}" in report
+    assert "127.0.0.1:9/v2/dra-driver-nvidia/charts/dra-driver-nvidia-gpu/manifests/0.4.1" in report
+
+
 # --- the command line -----------------------------------------------------------------------------------
 
 
@@ -370,7 +381,7 @@ def test_cli_proves_a_cluster_and_exits_zero(helm: str, charts: Path) -> None:
     result = run_cli("--cluster", "gpu-west", "--charts", str(charts), env={"HELM": helm})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "pool h100 (DRA; Karpenter: h100-p5.48xlarge-on-demand)" in result.stdout
-    assert result.stdout.rstrip().splitlines()[-1].startswith("verify OK: 1 clusters, 2 pools")
+    assert result.stdout.rstrip().splitlines()[-1].startswith("verify OK: 1 cluster, 2 pools")
 
 
 def test_cli_fails_naming_pool_and_daemonset(helm: str, charts: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.manifests import device_class_manifest
 from themelio_gpu.verify.charts import ChartError, ChartSource, helm_binary
-from themelio_gpu.verify.proof import ClusterProof, prove_cluster, render_proof
+from themelio_gpu.verify.proof import ClusterProof, count, prove_cluster, render_proof
 from themelio_gpu.verify.render import RenderedRelease, render_release
 from themelio_gpu.verify.validation import ValidationResult, load_kubernetes_validate, validate_objects
 
@@ -50,15 +50,11 @@ def verify_clusters(plans: Sequence[ClusterPlan], charts_dir: Path | None, out: 
     pools = sum(len(p.pools) for p in proofs)
     placements = sum(len(pool.rows) for p in proofs for pool in p.pools)
     where = f"charts from {charts_dir}" if charts_dir is not None else "charts pulled from their repositories"
+    scope = f"{count(len(proofs), 'cluster')}, {count(pools, 'pool')}"
     if failed:
-        count = sum(len(p.failures) for p in failed)
-        print(
-            f"verify FAILED: {count} problem{'s' if count != 1 else ''} in "
-            f"{', '.join(p.plan.name for p in failed)} ({len(proofs)} clusters, {pools} pools, {where})",
-            file=out,
-        )
+        problems = count(sum(len(p.failures) for p in failed), "problem")
+        names = ", ".join(p.plan.name for p in failed)
+        print(f"verify FAILED: {problems} in {names} ({scope}, {where})", file=out)
         return False
-    print(
-        f"verify OK: {len(proofs)} clusters, {pools} pools, {placements} DaemonSet placements ({where})", file=out
-    )
+    print(f"verify OK: {scope}, {count(placements, 'DaemonSet placement')} ({where})", file=out)
     return True

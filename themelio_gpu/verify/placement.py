@@ -66,7 +66,7 @@ class PodScheduling:
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         terms = None if required is None else tuple(required.get("nodeSelectorTerms") or ())
         return cls(
-            node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+            node_selector={str(k): _text(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             node_selector_terms=terms,
             tolerations=tuple(spec.get("tolerations") or ()),
             host_network=bool(spec.get("hostNetwork")),
@@ -75,6 +75,11 @@ class PodScheduling:
     @classmethod
     def of_daemonset(cls, daemonset: Mapping[str, Any]) -> PodScheduling:
         return cls.of_pod_spec(((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {})
+
+
+def _text(value: object) -> str:
+    """A string field as the API server decodes it: JSON null becomes the empty string."""
+    return "" if value is None else str(value)
 
 
 def tolerates(toleration: Mapping[str, Any], taint: TaintSpec) -> bool:
@@ -89,7 +94,7 @@ def tolerates(toleration: Mapping[str, Any], taint: TaintSpec) -> bool:
     if operator == "Exists":
         return True
     if operator == "Equal":
-        return str(toleration.get("value") or "") == taint.value
+        return _text(toleration.get("value")) == taint.value
     return False
 
 
@@ -112,7 +117,7 @@ def _integer(text: object) -> int | None:
 def requirement_matches(requirement: Mapping[str, Any], value: str | None) -> bool:
     """One matchExpressions/matchFields entry against the node's value for its key (None: no such key)."""
     operator = requirement.get("operator")
-    values = [str(v) for v in requirement.get("values") or ()]
+    values = [_text(v) for v in requirement.get("values") or ()]
     if operator == "In":
         return value is not None and value in values
     if operator == "NotIn":

@@ -30,7 +30,14 @@ from themelio_gpu.verify.operator_model import DEPLOY, OperatorMode, operator_mo
 from themelio_gpu.verify.placement import Node, why_not
 from themelio_gpu.verify.render import RenderedRelease
 from themelio_gpu.verify.validation import ValidationResult
-from themelio_gpu.verify.workloads import Role, Workload, chart_workloads, nfd_labels, nfd_worker_config
+from themelio_gpu.verify.workloads import (
+    NFD_LABEL_PREFIX,
+    Role,
+    Workload,
+    chart_workloads,
+    nfd_labels,
+    nfd_worker_config,
+)
 
 KUBELET_LABELS = {"kubernetes.io/os": "linux"}
 MAX_ROUNDS = 10
@@ -202,7 +209,7 @@ def prove_cluster(
             nfd_config = nfd_worker_config(release.objects)
         proof.lines.append(
             f"release {release.spec.name}: chart {release.spec.chart} {release.spec.version}, "
-            f"namespace {release.spec.namespace}, {len(release.objects)} objects, {_count(len(found), 'DaemonSet')}"
+            f"namespace {release.spec.namespace}, {len(release.objects)} objects, {count(len(found), 'DaemonSet')}"
         )
         if release.spec.chart == OPERATOR_CHART:
             found_mode = operator_mode(release.objects, release.spec.version)
@@ -300,7 +307,8 @@ def _report_validation(proof: ClusterProof, validation: ValidationResult) -> Non
     proof.failures.extend(f"schema: {item}" for item in validation.invalid)
 
 
-def _count(n: int, noun: str) -> str:
+def count(n: int, noun: str) -> str:
+    """`3 pools`, `1 pool`."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
@@ -313,7 +321,9 @@ def _runtime_labels(pool: PoolProof) -> str:
     shown = [k for k in added if not k.startswith(DEPLOY)]
     if deploy:
         shown.append(f"{DEPLOY}* ({len(deploy)})")
-    return ", ".join(shown) or "none (nothing labels these nodes)"
+    if not any(k.startswith(NFD_LABEL_PREFIX) for k in added):
+        shown.append("no NFD label: NFD's worker does not run here, so the operator never sees a GPU")
+    return ", ".join(shown)
 
 
 def render_proof(proof: ClusterProof) -> str:
@@ -333,7 +343,7 @@ def render_proof(proof: ClusterProof) -> str:
                 f"{row.expect.value.ljust(12)}  {row.outcome}"
             )
     if proof.failures:
-        out.append(f"  FAILED: {_count(len(proof.failures), 'problem')}")
+        out.append(f"  FAILED: {count(len(proof.failures), 'problem')}")
         out += [f"    {definition.name}: {f}" for f in proof.failures]
     else:
         out.append("  OK: every operand lands on every pool it must, and on none it must not")
