@@ -231,33 +231,43 @@ def prove_cluster(
     _report_validation(proof, validation)
 
     for pool_definition, contract in zip(plan.definition.node_pools, plan.pools, strict=True):
-        how, nodes = pool_nodes(pool_definition, contract)
-        pool_proof = PoolProof(contract, how, nodes, nodes[0].labels)
-        settled = [settle(n, workloads, mode, nfd_config, contract) for n in nodes]
-        if any(s is None for s in settled):
-            proof.failures.append(
-                f"pool {contract.name}: the node labels never settle (a DaemonSet's placement "
-                "depends on labels its own running changes)"
-            )
-        final = tuple(s for s in settled if s is not None)
-        pool_proof.nodes = final or nodes
-        for workload in workloads:
-            pool_proof.rows.append(place(workload, expectation(workload.role, contract), pool_proof.nodes))
-        for role in (Role.NFD_WORKER, Role.DRA_PLUGIN):
-            if not any(w.role is role for w in workloads) and expectation(role, contract) is Expect.MUST:
-                pool_proof.rows.append(Row(role.value, "-", Expect.MUST, "no such DaemonSet is rendered", False))
-        if mode is None:
-            pool_proof.rows.append(
-                Row("operator operands", "-", Expect.MUST, "; ".join(mode_problems) or "no operator mode", False)
-            )
-        for row in pool_proof.rows:
-            if row.ok is False:
-                proof.failures.append(
-                    f"pool {contract.name}: DaemonSet {row.workload} ({row.source}) {row.expect.value} here, "
-                    f"but {row.outcome}"
-                )
-        proof.pools.append(pool_proof)
+        proof.pools.append(
+            _prove_pool(proof, pool_definition, contract, workloads, mode, nfd_config, mode_problems)
+        )
     return proof
+
+
+def _prove_pool(
+    proof: ClusterProof,
+    pool_definition: NodePool,
+    contract: PoolContract,
+    workloads: Sequence[Workload],
+    mode: OperatorMode | None,
+    nfd_config: Mapping[str, Any],
+    mode_problems: Sequence[str],
+) -> PoolProof:
+    how, nodes = pool_nodes(pool_definition, contract)
+    settled = [settle(n, workloads, mode, nfd_config, contract) for n in nodes]
+    if any(s is None for s in settled):
+        proof.failures.append(
+            f"pool {contract.name}: the node labels never settle (a DaemonSet's placement "
+            "depends on labels its own running changes)"
+        )
+    pool = PoolProof(contract, how, tuple(s for s in settled if s is not None) or nodes, nodes[0].labels)
+    pool.rows = [place(w, expectation(w.role, contract), pool.nodes) for w in workloads]
+    for role in (Role.NFD_WORKER, Role.DRA_PLUGIN):
+        if not any(w.role is role for w in workloads) and expectation(role, contract) is Expect.MUST:
+            pool.rows.append(Row(role.value, "-", Expect.MUST, "no such DaemonSet is rendered", False))
+    if mode is None:
+        problems = "; ".join(mode_problems) or "no operator mode"
+        pool.rows.append(Row("operator operands", "-", Expect.MUST, problems, False))
+    for row in pool.rows:
+        if row.ok is False:
+            proof.failures.append(
+                f"pool {contract.name}: DaemonSet {row.workload} ({row.source}) {row.expect.value} here, "
+                f"but {row.outcome}"
+            )
+    return pool
 
 
 def _check_device_classes(
