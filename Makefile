@@ -7,7 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 PIPENV := $(shell command -v pipenv 2>/dev/null || echo python3 -m pipenv)
 
-.PHONY: setup synth synth-python test lint snapshots bench schemas lock render-gpucluster
+.PHONY: setup synth synth-python test lint snapshots bench schemas lock render-gpucluster verify verify-fixtures
 
 .venv/.synced: Pipfile.lock
 	@command -v pipenv >/dev/null 2>&1 || python3 -m pipenv --version >/dev/null 2>&1 || python3 -m pip install --quiet pipenv
@@ -43,6 +43,22 @@ render-gpucluster: .venv/.synced
 # Rewrites the snapshot files; read `git diff tests/snapshots` before committing.
 snapshots: .venv/.synced
 	$(PIPENV) run pytest --update-snapshots tests/test_stacks.py tests/test_contracts.py
+
+# Renders the real NVIDIA charts (helm on PATH) with each example cluster's values and proves every
+# operand's placement on every GPU pool (README "verify").
+verify: .venv/.synced
+	$(PIPENV) run python -m themelio_gpu verify --charts ../shared/reference/charts
+
+# The same on every fixture fleet: each must pass, except breaking-overrides, which must fail.
+verify-fixtures: .venv/.synced
+	@out=$$(mktemp); for fleet in tests/fixtures/fleets/*/; do \
+	  case $$fleet in *breaking-*) want=1 ;; *) want=0 ;; esac; \
+	  status=0; $(PIPENV) run python -m themelio_gpu verify --catalog $${fleet}catalog/gpu-catalog.yaml \
+	    --stacks-dir $${fleet}stacks --charts ../shared/reference/charts > $$out 2>&1 || status=$$?; \
+	  echo "$$fleet: $$(tail -n 1 $$out)"; \
+	  if [ $$status -ne $$want ]; then cat $$out; echo "$$fleet: verify exited $$status, expected $$want"; \
+	    rm -f $$out; exit 1; fi; \
+	done; rm -f $$out
 
 schemas: .venv/.synced
 	$(PIPENV) run python -m themelio_gpu schema

@@ -25,7 +25,7 @@ from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.inputs.clusters.pool_contract import MIG_CONFIG
 from themelio_gpu.live.preflight import expected_device_classes
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
-from themelio_gpu.plan.helm.values import NFD_CONTROL_PLANE_TOLERATION, gpu_pool_tolerations
+from themelio_gpu.plan.helm.values import CONTROL_PLANE_TOLERATION, gpu_pool_tolerations
 
 FLEET = FIXTURES / "fleets" / "gpu-operator-mode"
 CATALOG = FLEET / "catalog" / "gpu-catalog.yaml"
@@ -79,7 +79,7 @@ def test_one_operator_release_with_a_gpu_cluster_and_no_cluster_policy(fleet: Fl
     tolerations = gpu_pool_tolerations(plan.pools)
     assert values["daemonsets"] == {"tolerations": tolerations}
     assert values["node-feature-discovery"]["worker"]["tolerations"] == [
-        NFD_CONTROL_PLANE_TOLERATION,
+        CONTROL_PLANE_TOLERATION,
         *tolerations,
     ]
     # ClusterPolicy-only settings are not written: nothing reads them in this mode.

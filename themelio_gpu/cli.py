@@ -1,6 +1,7 @@
 """Command-line entry points. Bad input ends in a list of `file: location: message` lines, never a traceback.
 
-Exit codes: 0 success, 1 a check found a problem (drift, preflight, match), 2 bad input.
+Exit codes: 0 success, 1 a check found a problem (drift, preflight, match, verify), 2 bad input or a
+missing tool (verify without helm or kubernetes-validate).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from themelio_gpu.outputs.contracts import (
     waldur_quota_mapping,
 )
 from themelio_gpu.outputs.yaml_output import dump_yaml
-from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, input_paths
 
 EXIT_OK = 0
@@ -218,15 +219,37 @@ def _check(args: argparse.Namespace) -> int:
 def _preflight(args: argparse.Namespace) -> int:
     from themelio_gpu.live.preflight import run_preflight
 
-    fleet = _load(args)
-    plan = fleet.cluster(args.cluster)
+    plan = _select_cluster(_load(args), args.cluster)
+    return run_preflight(plan, sys.stdout, kubeconfig=args.kubeconfig, context=args.context)
+
+
+def _select_cluster(fleet: Fleet, name: str) -> ClusterPlan:
+    plan = fleet.cluster(name)
     if plan is None:
         problems = Problems()
         known = ", ".join(c.name for c in fleet.clusters)
-        problems.add("command line", args.cluster, f"no cluster of that name; known: {known}")
+        problems.add("command line", name, f"no cluster of that name; known: {known}")
         problems.raise_if_any()
     assert plan is not None
-    return run_preflight(plan, sys.stdout, kubeconfig=args.kubeconfig, context=args.context)
+    return plan
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from themelio_gpu.verify.charts import VerifyError
+    from themelio_gpu.verify.command import verify_clusters
+
+    fleet = _load(args)
+    plans = [_select_cluster(fleet, args.cluster)] if args.cluster else list(fleet.clusters)
+    charts = Path(args.charts) if args.charts else None
+    if charts is not None and not charts.is_dir():
+        problems = Problems()
+        problems.add("command line", f"--charts {args.charts}", "no such folder of chart directories")
+        problems.raise_if_any()
+    try:
+        return EXIT_OK if verify_clusters(plans, charts, sys.stdout) else EXIT_FAILED
+    except VerifyError as error:
+        print(f"verify: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -281,6 +304,17 @@ def build_parser() -> argparse.ArgumentParser:
     preflight.add_argument("--kubeconfig", help="override the definition's kubeconfig path")
     preflight.add_argument("--context", help="override the definition's kubeconfig context")
     preflight.set_defaults(run=_preflight)
+
+    verify = commands.add_parser(
+        "verify", help="render the real charts with the stack's values and prove every operand's placement"
+    )
+    _add_input_flags(verify)
+    verify.add_argument("--cluster", help="only this cluster (default: every cluster)")
+    verify.add_argument(
+        "--charts",
+        help="folder of chart directories named <chart>-<version> (default: helm pull from each release's repository)",
+    )
+    verify.set_defaults(run=_verify)
     return parser
 
 

@@ -15,24 +15,7 @@ from cdktf import TerraformIterator, TerraformStack, Token
 from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.constructs.providers import Manifest, ManifestFieldManager
 from themelio_gpu.plan.fleet import DeviceClassSpec
-
-API_VERSION = "resource.k8s.io/v1"
-
-
-def device_class_manifest(spec: DeviceClassSpec) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "DeviceClass",
-        "metadata": {
-            "name": spec.name,
-            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
-            "annotations": {"gpu.themelio.io/offering": spec.offering},
-        },
-        "spec": {
-            "extendedResourceName": spec.extended_resource_name,
-            "selectors": [{"cel": {"expression": spec.selector}}],
-        },
-    }
+from themelio_gpu.plan.manifests import device_class_manifest
 
 
 class DeviceClasses:

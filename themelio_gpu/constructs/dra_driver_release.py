@@ -13,6 +13,6 @@ from themelio_gpu.plan.fleet import ClusterPlan
 
 class DraDriverRelease:
     def __init__(self, stack: TerraformStack, plan: ClusterPlan, depends_on: Sequence[Any]) -> None:
-        release = plan.dra_release
-        assert release is not None, "only clusters with DRA pools and managedBy: chart install the DRA chart"
-        self.release = pinned_release(stack, release, depends_on=depends_on)
+        spec = plan.dra_release
+        assert spec is not None, "only clusters with DRA pools install the DRA driver"
+        self.release = pinned_release(stack, spec, depends_on)

@@ -14,4 +14,4 @@ from themelio_gpu.plan.fleet import ClusterPlan
 
 class GpuOperatorRelease:
     def __init__(self, stack: TerraformStack, plan: ClusterPlan, depends_on: Sequence[Any]) -> None:
-        self.release = pinned_release(stack, plan.operator_release, depends_on=depends_on)
+        self.release = pinned_release(stack, plan.operator_release, depends_on)

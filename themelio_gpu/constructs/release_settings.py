@@ -15,7 +15,7 @@ from themelio_gpu.plan.helm.known_values import render_values_yaml
 MAX_HISTORY = 10
 
 
-def pinned_release(stack: TerraformStack, spec: HelmReleaseSpec, *, depends_on: Sequence[Any]) -> Release:
+def pinned_release(stack: TerraformStack, spec: HelmReleaseSpec, depends_on: Sequence[Any]) -> Release:
     return Release(
         stack,
         logical_id(spec.name.replace("-", "_")),
@@ -31,7 +31,8 @@ def pinned_release(stack: TerraformStack, spec: HelmReleaseSpec, *, depends_on: 
         timeout=spec.timeout_seconds,
         cleanup_on_fail=True,
         max_history=MAX_HISTORY,
-        # One YAML document with sorted keys, so a review shows each value on its own line.
+        # One YAML document with sorted keys, so a review shows each value on its own line (`verify`
+        # renders the charts with this same text).
         values=[render_values_yaml(spec.values)],
         depends_on=list(depends_on) or None,
     )

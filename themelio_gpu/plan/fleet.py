@@ -45,7 +45,7 @@ class DeviceClassSpec:
 
 @dataclass(frozen=True)
 class HelmReleaseSpec:
-    """One Helm release of the stack, exactly as Terraform installs it (and as a chart render needs it)."""
+    """One Helm release of a cluster's stack: what Terraform installs and what `verify` renders."""
 
     name: str
     chart: str
