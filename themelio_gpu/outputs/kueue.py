@@ -13,7 +13,6 @@ unknown size (provisioned, or Karpenter without `maxGpus`) counts 0: raise nomin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,14 +140,3 @@ def kueue_objects(plan: ClusterPlan, quota: ClusterQuotaPlan) -> KueueFiles:
         }
     )
     return KueueFiles(tuple(objects), tuple(unsized))
-
-
-def capacity_by_name(files: KueueFiles) -> Mapping[str, int]:
-    """Resource name -> total nominalQuota over the flavors (for messages and tests)."""
-    totals: dict[str, int] = {}
-    queue = files.objects[-1]
-    for group in queue["spec"]["resourceGroups"]:
-        for flavor in group["flavors"]:
-            for item in flavor["resources"]:
-                totals[item["name"]] = totals.get(item["name"], 0) + int(item["nominalQuota"])
-    return totals

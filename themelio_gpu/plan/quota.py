@@ -26,7 +26,7 @@ This module is pure Python (no cdktf): the CLI, the stacks' outputs, Kueue and p
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -157,7 +157,7 @@ class ClusterQuotaPlan:
     not_gpu: tuple[QuotaPath, ...]
     """Classes that select no GPU (compute-domain channels and daemons): no GPU quota applies to them."""
     grants: Mapping[str, Grant]
-    """Resource name -> what a grant on it means; only names whose every carrying path is the offering's."""
+    """Resource name -> what a grant on it means; only names some path carries with the offering's devices."""
     grant_names: Mapping[str, str]
     """Offering -> the name its grant sits on by default (the old name while migration aliases are served)."""
     name_keys: tuple[str, ...]
@@ -165,7 +165,7 @@ class ClusterQuotaPlan:
     closed_keys: tuple[str, ...]
     """`devices` keys of classes no grant may use: always 0."""
     offering_devices: Mapping[str, frozenset[DeviceKind]]
-    serving: Mapping[str, tuple[QuotaPath, ...]] = field(default_factory=dict)
+    serving: Mapping[str, tuple[QuotaPath, ...]]
     """Resource name -> every path charged to `requests.<name>`."""
 
     @property
@@ -181,18 +181,11 @@ class ClusterQuotaPlan:
         return devices_key(path.name)
 
     def hard(self, grants: Mapping[str, int]) -> dict[str, str]:
-        """`spec.hard` for a namespace: `grants` maps resource names (from `resolve`) to counts, rest 0."""
+        """`spec.hard` for a namespace: `grants` maps resource names (`resolve_grants`) to counts, rest 0."""
         hard = dict.fromkeys(self.keys, 0)
         for name, count in grants.items():
             hard[requests_key(name)] = count
         return {key: str(count) for key, count in sorted(hard.items())}
-
-    def default_grants(self, counts: Mapping[str, int]) -> dict[str, int]:
-        """Offering -> count, each placed on the offering's grant name."""
-        return {self.grant_names[offering]: count for offering, count in counts.items()}
-
-    def names_of(self, offering: str) -> tuple[str, ...]:
-        return tuple(sorted(n for n, g in self.grants.items() if g.offering == offering))
 
     def zero_keys(self, granted_names: Iterable[str]) -> tuple[str, ...]:
         """Every key except those of `granted_names`: what must be 0 in every namespace."""

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# The NVIDIA DRA driver chart's own DeviceClasses (chart 0.4.1; vfio since 25.12).
+# The NVIDIA DRA driver chart's own DeviceClasses (charts 0.4.1 and 25.12.0 render the same five).
 CHART_DEVICE_CLASSES = (
     "gpu.nvidia.com",
     "mig.nvidia.com",
