@@ -9,16 +9,21 @@ devices of an offering than granted, and the grant itself is usable.
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tests.builders import fleet_of
 from tests.conftest import FIXTURES
 from tests.quota_model import CHART_CLASSES, ClusterModel, Route, admits, most_devices, unlimited_routes
 from tests.requirements import binary, shared_path
+from themelio_gpu.inputs.problems import InputError
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.quota import plan_quota, resolve_grants
 
@@ -60,6 +65,13 @@ def judge(fleet_name: str, cluster: str, hard: dict[str, str], grants: dict[str,
     plan = fleet(fleet_name).cluster(cluster)
     assert plan is not None
     model, routes = model_of(fleet_name, cluster)
+    judge_plan(plan, model, routes, hard, grants)
+
+
+def judge_plan(
+    plan: ClusterPlan, model: ClusterModel, routes: list[Route], hard: dict[str, str], grants: dict[str, int]
+) -> None:
+    cluster = plan.name
     units = model.offering_units()
     own: dict[str, int] = {}
     for name, count in grants.items():
@@ -318,3 +330,89 @@ def test_the_claim_evaluator_model_matches_kubernetes_test_cases() -> None:
         "requests.deviceclass.resource.kubernetes.io/gpu": 2,
         "requests.example.com/gpu": 2,
     }
+
+
+# --- Clusters not in the fixtures: pools, device plugin, aliases, chart and ComputeDomains drawn at random ---
+
+POOL_SHAPES: dict[str, dict[str, Any]] = {
+    "a100-whole": {"product": "a100-40gb"},
+    "a100-1g": {"product": "a100-40gb", "mig": {"profile": "1g.5gb"}},
+    "a100-balanced": {"product": "a100-40gb", "mig": {"config": "all-balanced"}},
+    "h100-whole": {"product": "h100-80gb"},
+    "h100-1g": {"product": "h100-80gb", "mig": {"profile": "1g.10gb"}},
+    "a10g": {"product": "a10g"},
+    "l4": {"product": "l4"},
+}
+
+
+def _provides(pool: dict[str, Any], product: str | None, profile: str | None, names: list[str]) -> bool:
+    if product is not None and pool["product"] != product:
+        return False
+    mig = pool.get("mig")
+    if profile is None:
+        kind_ok = mig is None
+    elif mig is None:
+        kind_ok = False
+    else:
+        kind_ok = mig.get("profile") == profile or (
+            mig.get("config") == "all-balanced" and profile in ("1g.5gb", "3g.20gb")
+        )
+    plugin_name = "nvidia.com/gpu" if profile is None else f"nvidia.com/mig-{profile}"
+    return kind_ok and (pool["dra"] or plugin_name in names)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    shapes=st.lists(st.sampled_from(sorted(POOL_SHAPES)), min_size=1, max_size=4, unique=True),
+    dra=st.lists(st.booleans(), min_size=4, max_size=4),
+    aliases=st.booleans(),
+    chart=st.sampled_from([("dra-driver-nvidia-gpu", "0.4.1"), ("nvidia-dra-driver-gpu", "25.12.0")]),
+    compute_domains=st.booleans(),
+    counts=st.lists(st.integers(0, 5), min_size=12, max_size=12),
+)
+def test_random_clusters_hold_too(
+    shapes: list[str],
+    dra: list[bool],
+    aliases: bool,
+    chart: tuple[str, str],
+    compute_domains: bool,
+    counts: list[int],
+) -> None:
+    catalog = yaml.safe_load((QUOTA_FLEETS / "chart-gpu" / "catalog.yaml").read_text())
+    pools = [
+        {
+            **POOL_SHAPES[s],
+            "name": s,
+            "gpusPerNode": 4,
+            "dra": d,
+            "provisioning": {"static": {"nodes": [f"n-{s}"]}},
+        }
+        for s, d in zip(shapes, dra, strict=False)
+    ]
+    offerings = []
+    for name, entry in catalog["offerings"].items():
+        names = [name, *(a["name"] for a in entry.get("aliases", []) if aliases)]
+        if any(_provides(p, entry.get("product"), entry.get("migProfile"), names) for p in pools):
+            offerings.append(name)
+    assume(offerings)
+    definition = {
+        "name": "random",
+        "kubernetesVersion": "1.36",
+        "access": {"kubeconfig": {"path": "~/.kube/config", "context": "random"}},
+        "backend": {"type": "local"},
+        "offerings": offerings,
+        "serveMigrationAliases": aliases,
+        "nodePools": pools,
+        "draDriver": {"chart": chart[0], "version": chart[1], "computeDomains": compute_domains},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            plan = fleet_of(Path(tmp), definition, catalog=catalog).clusters[0]
+        except InputError:
+            assume(False)
+            return
+    quota = plan_quota(plan)
+    requested = list(zip(servable_names(plan), counts, strict=False))
+    grants, _ = resolve_grants(quota, plan, requested)
+    model = ClusterModel.of(plan)
+    judge_plan(plan, model, model.routes(), quota.hard(grants), grants)
