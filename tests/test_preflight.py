@@ -33,6 +33,7 @@ from themelio_gpu.live.preflight import (
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 
 ROOT = Path(__file__).resolve().parents[1]
+QUOTA_FLEET = ROOT / "tests" / "fixtures" / "quota" / "chart-gpu"
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +72,16 @@ def closed_port() -> int:
 # --- Fixtures are what the generator writes --------------------------------------------------------------
 
 
-def test_fixtures_match_their_generator() -> None:
+def _generator() -> Any:
     spec = importlib.util.spec_from_file_location("make_fixtures", SCENARIOS / "make_fixtures.py")
     assert spec is not None and spec.loader is not None
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
+    return generator
+
+
+def test_fixtures_match_their_generator() -> None:
+    generator = _generator()
     expected: dict[str, str] = generator.render()
     stale = []
     for name in generator.SCENARIOS:
@@ -118,6 +124,7 @@ def test_healthy_cluster_passes(east: ClusterPlan) -> None:
         "OK   offering nvidia.com/a100-mig-3g.20gb",
         "OK   offering nvidia.com/gpu",
         "WARN unselected-devices",
+        "OK   resource-quotas",
         "OK   pool a100-whole",
         "OK   pool a100-mig",
     ]
@@ -135,7 +142,11 @@ def test_healthy_cluster_passes(east: ClusterPlan) -> None:
     assert "24 devices no offering selects: 24x NVIDIA A100-SXM4-40GB 2g.10gb (" in only(
         lines, "WARN", "unselected-devices"
     )
-    assert lines[-1] == "Summary: 18 OK, 1 WARN, 0 FAIL: cluster gpu-east passed"
+    assert only(lines, "OK", "resource-quotas") == (
+        "OK   resource-quotas: 2 namespaces with GPU keys (team-a, team-b) limit all 8 ways to a GPU; 1 with "
+        "quotas but no GPU key (kube-system): every GPU is open to them"
+    )
+    assert lines[-1] == "Summary: 19 OK, 1 WARN, 0 FAIL: cluster gpu-east passed"
 
 
 def test_the_only_write_is_one_dry_run_probe(east: ClusterPlan) -> None:
@@ -245,6 +256,69 @@ def test_resource_api_not_served_fails_once_and_skips_dra_checks(east: ClusterPl
     assert "Kubernetes 1.34 or later" in only(lines, "FAIL", "extended-resource-gate")
     assert not [line for line in lines if "device-class" in line or "offering" in line]
     assert len(lines_of(lines, "FAIL")) == 1
+
+
+@pytest.fixture(scope="module")
+def quota_east() -> ClusterPlan:
+    """gpu-east from the quota fixture fleet (tests/fixtures/quota/chart-gpu), the same cluster as recorded."""
+    plan = load_fleet(QUOTA_FLEET / "catalog.yaml", QUOTA_FLEET / "stacks").cluster("gpu-east")
+    assert plan is not None
+    return plan
+
+
+def test_quota_holes_name_each_open_path_and_the_key_to_add(quota_east: ClusterPlan) -> None:
+    code, lines, _ = run(quota_east, "quota-holes")
+    assert code == 1
+    # team-c has what the tool used to emit: only requests.nvidia.com/a100.
+    assert [line for line in lines if line.startswith("FAIL quota team-c:")] == [
+        "FAIL quota team-c: class a100-40gb-mig-1g.5gb.gpu.themelio.io (nvidia.com/a100-mig-1g.5gb, "
+        "deviceclass.resource.kubernetes.io/a100-40gb-mig-1g.5gb.gpu.themelio.io, ResourceClaims) is not limited: "
+        "add requests.nvidia.com/a100-mig-1g.5gb (its grant, or 0)",
+        "FAIL quota team-c: class a100-40gb-mig-3g.20gb.gpu.themelio.io (nvidia.com/a100-mig-3g.20gb, "
+        "deviceclass.resource.kubernetes.io/a100-40gb-mig-3g.20gb.gpu.themelio.io, ResourceClaims) is not limited: "
+        "add requests.nvidia.com/a100-mig-3g.20gb (its grant, or 0)",
+        "FAIL quota team-c: class legacy-mig-1g.5gb.gpu.themelio.io (nvidia.com/mig-1g.5gb, "
+        "deviceclass.resource.kubernetes.io/legacy-mig-1g.5gb.gpu.themelio.io, ResourceClaims) is not limited: "
+        "add requests.nvidia.com/mig-1g.5gb (its grant, or 0)",
+        "FAIL quota team-c: class legacy-mig-3g.20gb.gpu.themelio.io (nvidia.com/mig-3g.20gb, "
+        "deviceclass.resource.kubernetes.io/legacy-mig-3g.20gb.gpu.themelio.io, ResourceClaims) is not limited: "
+        "add requests.nvidia.com/mig-3g.20gb (its grant, or 0)",
+        "FAIL quota team-c: class gpu.nvidia.com (nvidia.com/gpu, deviceclass.resource.kubernetes.io/gpu.nvidia.com, "
+        "ResourceClaims) is not limited: add requests.nvidia.com/gpu (its grant, or 0)",
+        "FAIL quota team-c: class mig.nvidia.com (deviceclass.resource.kubernetes.io/mig.nvidia.com, ResourceClaims) "
+        "is not limited: add mig.nvidia.com.deviceclass.resource.k8s.io/devices (0)",
+        "FAIL quota team-c: class vfio.gpu.nvidia.com (deviceclass.resource.kubernetes.io/vfio.gpu.nvidia.com, "
+        "ResourceClaims) is not limited: add vfio.gpu.nvidia.com.deviceclass.resource.k8s.io/devices (0)",
+    ]
+    # team-d lists every key, but in a scoped quota: that limits neither claims nor pods outside its scope.
+    assert "ResourceQuota gpu-high has scopes" in only(lines, "WARN", "quota team-d")
+    assert len([line for line in lines if line.startswith("FAIL quota team-d:")]) == 8
+    # The complete namespaces pass, and nothing else fails.
+    assert not [line for line in lines if line.startswith(("FAIL quota team-a", "FAIL quota team-b"))]
+    assert {line.split(":")[0] for line in lines_of(lines, "FAIL")} == {"FAIL quota team-c", "FAIL quota team-d"}
+
+
+def test_the_planned_quota_closes_what_preflight_checks(quota_east: ClusterPlan) -> None:
+    """The planner's keys for gpu-east are the recorded cluster's complete set (an independent record)."""
+    from themelio_gpu.plan.quota import plan_quota
+
+    generator = _generator()
+    assert set(plan_quota(quota_east).keys) == set(generator.EAST_GPU_KEYS)
+
+
+def test_no_namespace_with_a_gpu_key_is_a_warning(quota_east: ClusterPlan, tmp_path: Path) -> None:
+    scenario = tmp_path / "no-gpu-quotas"
+    (scenario / "api" / "v1").mkdir(parents=True)
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({"base": str(SCENARIOS / "healthy")}))
+    (scenario / "api" / "v1" / "resourcequotas.json").write_text(
+        json.dumps({"kind": "ResourceQuotaList", "apiVersion": "v1", "metadata": {}, "items": []})
+    )
+    code, lines, _ = run(quota_east, scenario)
+    assert code == 0
+    assert only(lines, "WARN", "resource-quotas") == (
+        "WARN resource-quotas: no namespace has a GPU quota key: every namespace can take every GPU "
+        "(python -m themelio_gpu catalog quota --cluster gpu-east --namespace NS ...)"
+    )
 
 
 def east_variant(

@@ -14,19 +14,25 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.problems import InputError, Problems
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.outputs.contracts import (
+    WALDUR_RESOURCE_QUOTA_NAME,
+    closed_resource_quota,
     gpu_labels_config,
     kubeflow_spawner_gpus,
+    kubeflow_workspacekind_pod_configs,
     resource_quota,
     waldur_backend_components,
     waldur_quota_mapping,
 )
+from themelio_gpu.outputs.kueue import kueue_objects
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, input_paths
 
 EXIT_OK = 0
@@ -147,41 +153,91 @@ def _catalog_show(args: argparse.Namespace) -> int:
 
 
 CONTRACT_FILES: dict[str, Callable[[Catalog], Any]] = {
-    "waldur-quota-mapping.yaml": waldur_quota_mapping,
-    "waldur-backend-components.yaml": waldur_backend_components,
     "kubeflow-spawner-gpus.yaml": kubeflow_spawner_gpus,
+    "kubeflow-workspacekind-podconfig.yaml": kubeflow_workspacekind_pod_configs,
     "gpu-labels.yaml": gpu_labels_config,
 }
 
 
 def contract_files(catalog: Catalog) -> dict[str, str]:
+    """The catalog-wide files: what does not depend on a cluster's classes."""
     return {name: dump_yaml(make(catalog)) for name, make in CONTRACT_FILES.items()}
 
 
+def _documents(objects: Sequence[Any]) -> str:
+    return "".join(f"---\n{dump_yaml(o)}" for o in objects)
+
+
+def cluster_contract_files(plan: ClusterPlan) -> dict[str, str]:
+    """The files of one cluster: quotas and the consumers that follow its grant names."""
+    quota = plan_quota(plan)
+    kueue = kueue_objects(plan, quota)
+    note = "".join(
+        f"# pool {p}: its size is not known here, so its devices count 0; raise nominalQuota by hand\n"
+        for p in kueue.unsized_pools
+    )
+    names = quota.grant_names
+    return {
+        "waldur-quota-mapping.yaml": dump_yaml(waldur_quota_mapping(plan, quota)),
+        "waldur-backend-components.yaml": dump_yaml(waldur_backend_components(plan, quota)),
+        "resource-quota-closed.yaml": dump_yaml(closed_resource_quota(quota)),
+        "kueue.yaml": note + _documents(kueue.objects),
+        "kubeflow-spawner-gpus.yaml": dump_yaml(kubeflow_spawner_gpus(plan.offerings, names)),
+        "kubeflow-workspacekind-podconfig.yaml": dump_yaml(
+            kubeflow_workspacekind_pod_configs(plan.offerings, names)
+        ),
+    }
+
+
+def export_files(fleet: Fleet) -> dict[str, str]:
+    """Relative path -> content of everything `catalog export` writes."""
+    files = contract_files(fleet.catalog)
+    for plan in fleet.clusters:
+        for name, text in cluster_contract_files(plan).items():
+            files[f"clusters/{plan.name}/{name}"] = text
+    return files
+
+
 def _catalog_export(args: argparse.Namespace) -> int:
-    catalog = _load_catalog(args)
+    fleet = _load(args)
+    files = export_files(fleet)  # everything computed before anything is written
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in contract_files(catalog).items():
-        (out / name).write_text(text, encoding="utf-8")
-        print(f"wrote {display_path(out / name)}")
+    for name, text in files.items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {display_path(path)}")
     return EXIT_OK
 
 
 def _catalog_quota(args: argparse.Namespace) -> int:
-    catalog = _load_catalog(args)
+    fleet = _load(args)
     problems = Problems()
-    limits: dict[str, int] = {}
-    for item in args.limits:
-        name, _, count = item.partition("=")
-        if catalog.find(name) is None:
-            problems.add("command line", item, f"{name} is not in the catalog")
-        elif not count.isdigit():
-            problems.add("command line", item, "write NAME=COUNT with a whole number")
+    for message in k8s_names.dns1123_label(args.namespace):
+        problems.add("command line", f"--namespace {args.namespace}", message)
+    requested: list[tuple[str, str, int]] = []
+    for item in args.grants:
+        name, sep, count = item.partition("=")
+        if not sep or not count.isdigit():
+            problems.add("command line", item, "write OFFERING=COUNT with a whole number, e.g. nvidia.com/a100=4")
         else:
-            limits[name] = int(count)
+            requested.append((item, name, int(count)))
+    plan = fleet.cluster(args.cluster)
+    if plan is None:
+        known = ", ".join(c.name for c in fleet.clusters) or "none"
+        problems.add("command line", f"--cluster {args.cluster}", f"no cluster of that name; known: {known}")
+        problems.raise_if_any()
+    assert plan is not None
+    quota = plan_quota(plan)
+    grants, found = resolve_grants(quota, plan, [(name, count) for _, name, count in requested])
+    item_of = {name: item for item, name, _ in reversed(requested)}  # the first item naming it
+    for name, message in found:
+        problems.add("command line", item_of[name], message)
     problems.raise_if_any()
-    print(dump_yaml(resource_quota(args.namespace, limits)), end="")
+    hard = quota.hard(grants)
+    print(dump_yaml(resource_quota(WALDUR_RESOURCE_QUOTA_NAME, args.namespace, hard)), end="")
+    for note in grant_notes(quota, plan, grants):
+        print(f"note: {note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -273,14 +329,24 @@ def build_parser() -> argparse.ArgumentParser:
     cs = catalog.add_parser("show", help="offerings, products, MIG profiles, quota keys, clusters")
     _add_input_flags(cs)
     cs.set_defaults(run=_catalog_show)
-    ce = catalog.add_parser("export", help="write the Waldur, Kubeflow and gpuLabel files")
+    ce = catalog.add_parser(
+        "export", help="write the Kubeflow and gpuLabel files, and per cluster Waldur, quota and Kueue files"
+    )
     _add_input_flags(ce)
     ce.add_argument("--out", default="catalog/generated", help="folder to write (default: catalog/generated)")
     ce.set_defaults(run=_catalog_export)
-    cq = catalog.add_parser("quota", help="a ResourceQuota named the way Waldur names it")
+    cq = catalog.add_parser(
+        "quota", help="a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path"
+    )
     _add_input_flags(cq)
+    cq.add_argument("--cluster", required=True, help="the cluster whose DeviceClasses the quota must close")
     cq.add_argument("--namespace", required=True)
-    cq.add_argument("limits", nargs="+", metavar="NAME=COUNT", help="e.g. nvidia.com/a100=4")
+    cq.add_argument(
+        "grants",
+        nargs="*",
+        metavar="OFFERING=COUNT",
+        help="e.g. nvidia.com/a100=4; an alias name puts that part of the grant on the old name",
+    )
     cq.set_defaults(run=_catalog_quota)
 
     schema = commands.add_parser("schema", help="rewrite the JSON Schemas of the catalog and cluster files")

@@ -36,6 +36,7 @@ from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, POOL, PoolContract
 from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
+from themelio_gpu.plan.quota import MIG_DEVICES, WHOLE_GPUS, ClusterQuotaPlan, QuotaPath, devices_key, plan_quota
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -45,6 +46,7 @@ DEVICE_CLASSES = f"{RESOURCE_API}/deviceclasses"
 RESOURCE_SLICES = f"{RESOURCE_API}/resourceslices"
 NODES = "/api/v1/nodes"
 CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
+RESOURCE_QUOTAS = "/api/v1/resourcequotas"
 PROBE_NAME_PREFIX = "themelio-preflight-probe-"
 PROBE_RESOURCE_NAME = "preflight.themelio.io/probe"
 DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
@@ -315,6 +317,7 @@ def _run_checks(plan: ClusterPlan, api: Api, report: Report) -> None:
     if plan.definition.dra_by_gpu_operator:
         _guarded(report, "cluster-policy", check_no_cluster_policy, plan, api, report)
 
+    classes: tuple[LiveClass, ...] | None = None
     if not plan.dra_enabled:
         report.ok("dra", "no pool uses DRA: the gate, DeviceClass and ResourceSlice checks do not apply")
     elif check_gate(plan.definition, api, report):
@@ -322,6 +325,7 @@ def _run_checks(plan: ClusterPlan, api: Api, report: Report) -> None:
         if classes is not None:
             _guarded(report, "device-plugin", check_device_plugin_overlap, plan, classes, api, report)
         _guarded(report, "resource-slices", check_resource_slices, plan, api, report)
+    _guarded(report, "resource-quotas", check_resource_quotas, plan, classes or (), api, report)
     for pool in plan.pools:
         _guarded(report, f"pool {pool.name}", check_pool, plan, pool, api, report)
 
@@ -756,7 +760,86 @@ def _selector_failures(result: MatchReport) -> list[tuple[Status, str, str]]:
     return lines
 
 
-# 5. Node pools ------------------------------------------------------------------------------------------
+# 5. ResourceQuotas --------------------------------------------------------------------------------------
+
+_DRIVER_TEST = re.compile(r"^\s*device\.driver\s*==\s*'([^']+)'\s*(&&|$)")
+
+
+def _selects_gpus(cls: LiveClass) -> bool:
+    """False only for a class whose selectors pin another driver (compute-domain channels and daemons)."""
+    for selector in cls.selectors:
+        match = _DRIVER_TEST.match(selector)
+        if match and match.group(1) != CHART_GPU_CLASS:
+            return False
+    return True
+
+
+def quota_paths(quota: ClusterQuotaPlan, live: Sequence[LiveClass]) -> list[tuple[QuotaPath, str]]:
+    """Every GPU path with the key that closes it: the plan's, and live classes the plan does not know."""
+    paths = [(p, quota.key_for(p)) for p in quota.paths]
+    known = {p.name for p in quota.paths if not p.device_plugin} | {p.name for p in quota.not_gpu}
+    for cls in live:
+        if cls.name not in known and _selects_gpus(cls):
+            path = QuotaPath(cls.name, False, cls.extended_resource_name, WHOLE_GPUS | MIG_DEVICES, "live")
+            paths.append((path, devices_key(cls.name)))  # its own counter closes it alone
+    return paths
+
+
+def check_resource_quotas(plan: ClusterPlan, live: Sequence[LiveClass], api: Api, report: Report) -> None:
+    """Every namespace whose quotas have a GPU key must limit every way to a GPU (see plan/quota.py)."""
+    quota = plan_quota(plan)
+    paths = quota_paths(quota, live)
+    gpu_keys = {k for path, _ in paths for k in path.charged_keys}
+    limited: dict[str, set[str]] = defaultdict(set)
+    scoped: dict[str, list[str]] = defaultdict(list)
+    for item in api.list_items(RESOURCE_QUOTAS):
+        metadata = item.get("metadata") or {}
+        spec = item.get("spec") or {}
+        namespace = str(metadata.get("namespace", ""))
+        keys = set(spec.get("hard") or {})
+        if spec.get("scopes") or spec.get("scopeSelector"):
+            # A scoped quota counts only the pods in its scope, and never a ResourceClaim.
+            if keys & gpu_keys:
+                scoped[namespace].append(str(metadata.get("name", "")))
+            limited.setdefault(namespace, set())
+            continue
+        limited[namespace] |= keys
+    checked = sorted(ns for ns, keys in limited.items() if keys & gpu_keys or ns in scoped)
+    others = sorted(set(limited) - set(checked))
+    for namespace in checked:
+        for name in scoped.get(namespace, []):
+            report.warn(
+                f"quota {namespace}",
+                f"ResourceQuota {name} has scopes: its GPU keys count only the pods in its scope and never a "
+                "ResourceClaim, so they are not counted as limits here",
+            )
+    holes = 0
+    for namespace in checked:
+        for path, key in paths:
+            if not set(path.charged_keys) & limited[namespace]:
+                holes += 1
+                value = "its grant, or 0" if key in quota.name_keys else "0"
+                report.fail(f"quota {namespace}", f"{path.label} is not limited: add {key} ({value})")
+    without = (
+        f"; {len(others)} with quotas but no GPU key ({', '.join(others)}): every GPU is open to them"
+        if others
+        else ""
+    )
+    if not checked:
+        report.warn(
+            "resource-quotas",
+            "no namespace has a GPU quota key: every namespace can take every GPU "
+            f"(python -m themelio_gpu catalog quota --cluster {plan.name} --namespace NS ...){without}",
+        )
+    elif not holes:
+        report.ok(
+            "resource-quotas",
+            f"{len(checked)} namespaces with GPU keys ({', '.join(checked)}) limit all {len(paths)} ways to a "
+            f"GPU{without}",
+        )
+
+
+# 6. Node pools ------------------------------------------------------------------------------------------
 
 
 def _taint_key(taint: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# The NVIDIA DRA driver chart's own DeviceClasses (chart 0.4.1; vfio since 25.12), which the GPU Operator's
-# GPUCluster creates too (`driver_classes.py` says which, per installer).
+# The NVIDIA DRA driver chart's own DeviceClasses (charts 0.4.1 and 25.12.0 render the same five), which the
+# GPU Operator's GPUCluster creates too (`driver_classes.py` says which, per installer).
 CHART_DEVICE_CLASSES = (
     "gpu.nvidia.com",
     "mig.nvidia.com",
