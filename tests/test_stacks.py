@@ -254,3 +254,27 @@ def test_kubernetes_backend_gives_other_stacks_a_remote_state_of_itself() -> Non
     backend.get_remote_state_data_source(reader, "origin_state", "origin")
     data = json.loads(Testing.synth(reader))["data"]["terraform_remote_state"]["origin_state"]
     assert data == {"backend": "kubernetes", "config": {"namespace": "tf", "secret_suffix": "origin"}}
+
+
+@pytest.mark.parametrize(
+    ("backend", "expected"),
+    [
+        ({"type": "local"}, ">= 1.0"),
+        ({"type": "s3", "bucket": "b", "region": "r"}, ">= 1.10"),
+        ({"type": "s3", "bucket": "b", "region": "r", "useLockfile": False, "dynamodbTable": "t"}, ">= 1.0"),
+        ({"type": "cloud", "organization": "o"}, ">= 1.1"),
+        ({"type": "remote", "organization": "o"}, ">= 1.0"),
+        ({"type": "kubernetes"}, ">= 1.0"),
+    ],
+)
+def test_required_version_is_the_oldest_terraform_with_what_the_stack_uses(
+    backend: dict[str, Any], expected: str, tmp_path: Path
+) -> None:
+    assert fleet_of(tmp_path, cluster(backend=backend)).clusters[0].terraform_version == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), [("gpu-east", ">= 1.10"), ("gpu-lab", ">= 1.0"), ("gpu-west", ">= 1.1")]
+)
+def test_stacks_declare_their_required_terraform_version(name: str, expected: str, stack_json: StackJson) -> None:
+    assert stack_json(name)["terraform"]["required_version"] == expected

@@ -84,6 +84,7 @@ class GpuClusterStack(TerraformStack):
                 # Set as overrides: the typed bindings turn map keys to snake case (AWS_PROFILE -> aws_profile).
                 kubernetes.add_override("exec.0.env", dict(plugin.env))
                 helm.add_override("kubernetes.exec.env", dict(plugin.env))
+        self.add_override("terraform.required_version", plan.terraform_version)
         self.add_override(
             "terraform.required_providers",
             {

@@ -27,6 +27,7 @@ from themelio_gpu.plan.helm.known_values import (
     render_values_yaml,
     unknown_value_paths,
 )
+from themelio_gpu.plan.terraform_version import required_terraform_version
 
 ALL_COMPONENTS = tuple(Component)
 
@@ -52,6 +53,8 @@ class ClusterPlan:
     operator_values: Mapping[str, Any]
     dra_values: Mapping[str, Any] | None
     """None when no pool uses DRA: then neither the DRA driver nor DeviceClasses are installed."""
+    terraform_version: str
+    """`terraform.required_version`: the oldest Terraform with every feature the stack uses."""
 
     @property
     def name(self) -> str:
@@ -182,6 +185,7 @@ def plan_cluster(
         pools=pools,
         operator_values=operator,
         dra_values=dra_values,
+        terraform_version=required_terraform_version(cluster),
     )
 
 
