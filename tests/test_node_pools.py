@@ -115,6 +115,21 @@ def test_custom_taints_and_extra_labels(tmp_path: Path) -> None:
     assert "themelio.io/team=vision" in c.kubelet_node_labels.split(",")
 
 
+def test_untainted_static_pool_gets_labels_and_no_taint_resource(tmp_path: Path) -> None:
+    from themelio_gpu.outputs.synth import synthesize
+
+    # kubernetes_node_taint needs at least one taint block: terraform validate refuses an empty one.
+    synthesize(
+        fleet_of(tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=[pool(taints=[])])),
+        tmp_path / "out",
+        None,
+    )
+    resources = json.loads((tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text())["resource"]
+    assert "node_labels_p" in resources["kubernetes_labels"]
+    assert "kubernetes_node_taint" not in resources
+    assert resources["helm_release"]["gpu_operator"]["depends_on"] == ["kubernetes_labels.node_labels_p"]
+
+
 # --- bad input ------------------------------------------------------------------------------------------------
 
 
