@@ -202,6 +202,26 @@ def test_bad_pools(
     assert any(f": {location}: " in p and message in p for p in problems), "\n".join(problems)
 
 
+@pytest.mark.parametrize("provisioning", [{"static": {"nodes": ["n1"]}}, {"provisioned": {}}])
+def test_two_taints_with_one_key_are_refused_naming_the_pool_and_both_taints(
+    tmp_path: Path, provisioning: dict[str, Any]
+) -> None:
+    taints = [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "true", "effect": "NoExecute"},
+    ]
+    problems = problems_of(
+        tmp_path,
+        cluster(offerings=["nvidia.com/a100"], nodePools=[pool(taints=taints, provisioning=provisioning)]),
+    )
+    assert problems == [
+        "stacks/00-test.yaml: nodePools[0].taints[2]: pool p: taint nvidia.com/gpu=true:NoExecute has the key of "
+        "taints[0] nvidia.com/gpu=present:NoSchedule; a node's taint keys must be unique (the kubernetes "
+        "provider's kubernetes_node_taint refuses them at plan time): keep one taint per key"
+    ]
+
+
 def test_one_node_in_two_pools(tmp_path: Path) -> None:
     pools = [pool(name="a"), pool(name="b", mig={"profile": "1g.5gb"})]
     problems = problems_of(tmp_path, cluster(nodePools=pools))
