@@ -278,3 +278,35 @@ def test_required_version_is_the_oldest_terraform_with_what_the_stack_uses(
 )
 def test_stacks_declare_their_required_terraform_version(name: str, expected: str, stack_json: StackJson) -> None:
     assert stack_json(name)["terraform"]["required_version"] == expected
+
+
+def test_user_text_that_looks_like_a_terraform_template_stays_literal(tmp_path: Path) -> None:
+    import yaml
+
+    from themelio_gpu.outputs.synth import synthesize
+
+    # Terraform reads `${` and `%{` in any resource, provider or output string as a template.
+    catalog = yaml.safe_load((ROOT / "catalog" / "gpu-catalog.yaml").read_text())
+    catalog["offerings"]["nvidia.com/a100"]["displayName"] = "A100 ${price} %{ if x }y%{ endif }"
+    test = cluster(
+        access={"kubeconfig": {"path": "${HOME}/.kube/config", "context": "%{ctx}"}},
+        offerings=["nvidia.com/a100"],
+        nodePools=[cluster()["nodePools"][0]],
+        gpuOperator={"values": {"driver": {"repository": "${REGISTRY}/nvidia"}}},
+        catalogConfigMap={},
+    )
+    synthesize(fleet_of(tmp_path, test, catalog=catalog), tmp_path / "out", progress=None)
+    text = (tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text()
+    stack = json.loads(text)
+    assert stack["provider"]["kubernetes"] == [
+        {"config_context": "%%{ctx}", "config_path": "$${HOME}/.kube/config"}
+    ]
+    assert "repository: $${REGISTRY}/nvidia" in stack["resource"]["helm_release"]["gpu_operator"]["values"][0]
+    labels = stack["output"]["gpu_labels"]["value"]["gpuLabels"]["nvidia.com/a100"]
+    assert labels["displayName"] == "A100 $${price} %%{ if x }y%%{ endif }"
+    assert (
+        "$${price}"
+        in stack["resource"]["kubernetes_config_map_v1"]["catalog_config_map"]["data"]["gpu-labels.yaml"]
+    )
+    for unescaped in ("${HOME}", "${REGISTRY}", "${price}", "%{ctx}", "%{ if"):
+        assert text.count(unescaped) == text.count(unescaped[0] + unescaped), unescaped

@@ -17,6 +17,7 @@ from typing import Any
 
 from cdktf import TerraformIterator, TerraformStack
 
+from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
 from themelio_gpu.constructs.providers import (
     Labels,
@@ -120,7 +121,8 @@ class GpuNodePool:
                 "apiVersion": "karpenter.sh/v1",
                 "kind": "NodePool",
                 "metadata": {"name": contract.name},
-                "spec": spec,
+                # The node class reference is the user's text: literal() keeps it from being a template.
+                "spec": literal(spec),
             },
             field_manager=ManifestFieldManager(name=FIELD_MANAGER),
         )

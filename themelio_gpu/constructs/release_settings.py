@@ -7,6 +7,7 @@ from typing import Any
 
 from cdktf import TerraformStack
 
+from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import logical_id
 from themelio_gpu.constructs.providers import Release
 from themelio_gpu.plan.helm.known_values import render_values_yaml
@@ -31,8 +32,8 @@ def pinned_release(
         logical_id(name.replace("-", "_")),
         name=name,
         chart=chart,
-        repository=repository,
-        version=version,
+        repository=literal(repository),
+        version=literal(version),
         namespace=namespace,
         create_namespace=True,
         # atomic rolls a failed upgrade back (and implies wait); a half-installed GPU stack is worse.
@@ -42,6 +43,7 @@ def pinned_release(
         cleanup_on_fail=True,
         max_history=MAX_HISTORY,
         # One YAML document with sorted keys, so a review shows each value on its own line.
-        values=[render_values_yaml(values)],
+        # literal(): the cluster's own values are free text, and Terraform would read `${` as a reference.
+        values=[literal(render_values_yaml(values))],
         depends_on=list(depends_on) or None,
     )
