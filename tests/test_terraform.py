@@ -114,19 +114,26 @@ def _terraform_leftovers(root: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def fixture_synthesized(fixture_fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from themelio_gpu.outputs.synth import synthesize
+
+    out = tmp_path_factory.mktemp("fixture-cdktf.out")
+    synthesize(fixture_fleet, out, progress=None)
+    return out
+
+
+@pytest.fixture(scope="session")
 def both_fleets(
     synthesized: Path,
-    fixture_fleet: Fleet,
+    fixture_synthesized: Path,
     terraform_cli_config: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Run, dict[str, bytes]]:
-    """One terraform-check over the example stacks (as synthesized) and the fixture fleet's, in parallel."""
-    from themelio_gpu.outputs.synth import synthesize
-
+    """One terraform-check over the example stacks and the fixture fleet's, as synthesized, in parallel."""
     combined = tmp_path_factory.mktemp("both-fleets")
-    synthesize(fixture_fleet, combined, progress=None)
-    for name, folder in tf.stack_folders(synthesized).items():
-        shutil.copytree(folder, combined / "stacks" / name)
+    for source in (synthesized, fixture_synthesized):
+        for name, folder in tf.stack_folders(source).items():
+            shutil.copytree(folder, combined / "stacks" / name)
     before = _files(combined)
     run = run_check(["--outdir", str(combined), "--jobs", "12"], terraform_cli_config, combined.parent / "scratch")
     assert _files(combined) == before, "terraform-check wrote into the folder it checked"
@@ -177,6 +184,45 @@ def test_terraform_check_leaves_nothing_behind(both_fleets: tuple[Run, dict[str,
     run, _ = both_fleets
     assert run.scratch_left == [], "scratch folders were not removed"
     assert _terraform_leftovers(ROOT) == []
+
+
+_SCHEMA_TYPES = {"string": str, "bool": bool, "number": int}
+
+
+def _schema_problems(where: str, config: dict[str, Any], block: dict[str, Any]) -> list[str]:
+    """Attributes and nested blocks of a backend configuration against Terraform's backend schema."""
+    attributes, blocks = block.get("attributes", {}), block.get("block_types", {})
+    problems = [
+        f"{where}: {name} is required" for name, a in attributes.items() if a["required"] and name not in config
+    ]
+    for name, value in config.items():
+        if name in blocks:
+            problems += _schema_problems(f"{where}.{name}", value, blocks[name]["block"])
+        elif name not in attributes:
+            problems.append(f"{where}: Terraform's backend has no argument {name}")
+        elif (kind := _SCHEMA_TYPES.get(attributes[name]["type"])) and not isinstance(value, kind):
+            problems.append(f"{where}.{name}: {value!r} is not a {attributes[name]['type']}")
+    return problems
+
+
+def test_every_backend_block_matches_terraform_s_backend_schema(
+    synthesized: Path, fixture_synthesized: Path
+) -> None:
+    # init -backend=false does not read the backend's arguments, so the check cannot see a wrong one.
+    backends = json.loads(shared_path("tools", "terraform-schema-mirror", "schema.json").read_text())["backends"]
+    seen, problems = set(), []
+    for source in (synthesized, fixture_synthesized):
+        for name, folder in tf.stack_folders(source).items():
+            settings = json.loads((folder / tf.STACK_FILE).read_text())["terraform"]
+            blocks = {
+                **settings.get("backend", {}),
+                **({"cloud": settings["cloud"]} if "cloud" in settings else {}),
+            }
+            for kind, config in blocks.items():
+                seen.add(kind)
+                problems += _schema_problems(f"{name}: {kind}", config, backends[kind]["block"])
+    assert problems == []
+    assert seen == set(backends), "every backend type Terraform has, as the fixture fleet promises"
 
 
 def _stack_with_two_backends(source: Path, target: Path) -> None:
