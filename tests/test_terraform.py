@@ -238,14 +238,32 @@ def test_a_stack_terraform_rejects_fails_the_check_with_terraform_s_message(
 ) -> None:
     outdir = tmp_path / "cdktf.out"
     _stack_with_two_backends(synthesized / "stacks" / "gpu-lab", outdir / "stacks" / "broken")
-    shutil.copytree(synthesized / "stacks" / "gpu-lab", outdir / "stacks" / "gpu-lab")
-    run = run_check(["--outdir", str(outdir), "--no-plan"], terraform_cli_config, tmp_path / "scratch")
+    run = run_check(["--outdir", str(outdir)], terraform_cli_config, tmp_path / "scratch")
     assert run.code == 1
     assert run.line("broken").startswith("broken: init FAILED")
     assert "terraform init said:" in run.out and "Duplicate backend configuration" in run.out
-    assert "validate ok" in run.line("gpu-lab") and "plan" not in run.line("gpu-lab")
-    assert "2 stacks: 1 validated (plan skipped: --no-plan); 1 failed: broken" in run.out
+    assert "1 stack: 0 validated, 0 planned; 1 failed: broken" in run.out
     assert "Traceback" not in run.out + run.err
+
+
+def test_without_outdir_it_synthesizes_the_chosen_clusters_into_a_temporary_folder(
+    terraform_cli_config: Path, tmp_path: Path
+) -> None:
+    inputs = ["--catalog", str(FLEET / "catalog.yaml"), "--stacks-dir", str(FLEET / "stacks")]
+    run = run_check([*inputs, "--cluster", "tf-http", "--no-plan"], terraform_cli_config, tmp_path / "scratch")
+    assert run.code == 0, run.out + run.err
+    assert run.line("tf-http").startswith("tf-http: init ok") and "validate ok" in run.line("tf-http")
+    assert "plan" not in run.line("tf-http")
+    assert "1 stack: 1 validated (plan skipped: --no-plan); all passed" in run.out
+    assert run.scratch_left == []
+    assert _terraform_leftovers(ROOT) == []
+
+
+def test_a_failed_provider_install_says_where_providers_come_from() -> None:
+    init = tf.Step("init", False, 0.1, "Error: Failed to query available provider packages\n...")
+    text = tf.render_result(tf.StackCheck("gpu-east", (init,)), plan=True)
+    assert text.startswith("gpu-east: init FAILED (0.1 s)\n  terraform init said:\n    Error: Failed to query")
+    assert "hint: Terraform could not install the providers" in text and "TF_CLI_CONFIG_FILE" in text
 
 
 def test_unknown_cluster_is_bad_input(synthesized: Path, tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ BINARY_ENV = "TERRAFORM_BINARY_NAME"
 STACK_FILE = "cdk.tf.json"
 STEP_TIMEOUT_SECONDS = 900
 OUTPUT_TAIL_LINES = 40
+_PROVIDERS_NOT_INSTALLED = re.compile(r"Failed to (query available provider packages|install provider)")
 # Settings of the user's shell that would make a scratch copy share state with their real work.
 _DROPPED_ENV = ("TF_DATA_DIR", "TF_WORKSPACE")
 
@@ -219,7 +220,13 @@ def render_result(result: StackCheck, plan: bool) -> str:
     if failed is None:
         return line
     detail = "\n".join(f"    {text}" for text in _tail(failed.output).splitlines())
-    return f"{line}\n  terraform {failed.name} said:\n{detail}"
+    hint = ""
+    if failed.name == "init" and _PROVIDERS_NOT_INSTALLED.search(failed.output):
+        hint = (
+            "\n  hint: Terraform could not install the providers. Without the registry, point "
+            "TF_CLI_CONFIG_FILE at a terraformrc with a provider mirror (README, Deploying)."
+        )
+    return f"{line}\n  terraform {failed.name} said:\n{detail}{hint}"
 
 
 def render_summary(results: Sequence[StackCheck], plan: bool, seconds: float) -> str:
