@@ -343,7 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     terraform.add_argument(
         "--outdir", help="check this synthesized output (e.g. cdktf.out) instead of synthesizing the fleet"
     )
-    terraform.add_argument("--cluster", action="append", metavar="NAME", help="check only this stack (repeatable)")
+    terraform.add_argument(
+        "--cluster", action="extend", nargs="+", metavar="NAME", help="check only these stacks (repeatable)"
+    )
     terraform.add_argument("--no-plan", action="store_true", help="stop after terraform validate")
     terraform.add_argument(
         "--jobs", type=int, default=4, metavar="N", help="stacks validated and planned at once (default 4)"
