@@ -108,8 +108,9 @@ def _files(root: Path) -> dict[str, bytes]:
 def _terraform_leftovers(root: Path) -> list[str]:
     found = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [x for x in dirs if x not in (".git", ".venv", "node_modules")]
-        found += [str(Path(folder, x)) for x in dirs + files if x.startswith(".terraform") or ".tfstate" in x]
+        # What init writes (.terraform/, .terraform.lock.hcl); cdktf.out is the user's, who may run terraform there.
+        dirs[:] = [x for x in dirs if x not in (".git", ".venv", "node_modules", "cdktf.out")]
+        found += [str(Path(folder, x)) for x in dirs + files if x.startswith(".terraform")]
     return found
 
 
