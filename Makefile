@@ -7,7 +7,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 PIPENV := $(shell command -v pipenv 2>/dev/null || echo python3 -m pipenv)
 
-.PHONY: setup synth synth-python test lint snapshots bench schemas lock render-gpucluster verify verify-fixtures
+.PHONY: setup synth synth-python test lint snapshots bench schemas lock render-gpucluster verify verify-fixtures terraform-check
 
 .venv/.synced: Pipfile.lock
 	@command -v pipenv >/dev/null 2>&1 || python3 -m pipenv --version >/dev/null 2>&1 || python3 -m pip install --quiet pipenv
@@ -59,6 +59,12 @@ verify-fixtures: .venv/.synced
 	  if [ $$status -ne $$want ]; then cat $$out; echo "$$fleet: verify exited $$status, expected $$want"; \
 	    rm -f $$out; exit 1; fi; \
 	done; rm -f $$out
+
+# Real Terraform on every stack: init (no backend), validate, plan with the backend removed. Providers come
+# from wherever your Terraform gets them (the registry, or a mirror in TF_CLI_CONFIG_FILE). Pass options in
+# ARGS, e.g. `make terraform-check ARGS="--outdir cdktf.out"` or `ARGS="--cluster gpu-east --no-plan"`.
+terraform-check: .venv/.synced
+	$(PIPENV) run python -m themelio_gpu terraform-check $(ARGS)
 
 schemas: .venv/.synced
 	$(PIPENV) run python -m themelio_gpu schema

@@ -229,6 +229,74 @@ def test_cluster_rules(tmp_path: Path, changes: dict[str, Any], location: str, m
     one(problems_of(tmp_path, cluster(**changes)), location, message)
 
 
+# What the kubernetes provider and the API server would refuse only at plan or apply time.
+@pytest.mark.parametrize(
+    ("changes", "location", "message"),
+    [
+        (
+            {"catalogConfigMap": {"namespace": "Themelio_System"}},
+            "catalogConfigMap.namespace",
+            "is not a DNS-1123 label",
+        ),
+        (
+            {"catalogConfigMap": {"name": "gpu_catalog"}},
+            "catalogConfigMap.name",
+            "'gpu_catalog' is not a DNS-1123 subdomain",
+        ),
+        (
+            {"catalogConfigMap": {"namespace": "kube-system"}},
+            "catalogConfigMap.namespace",
+            "kube-system exists in every cluster, and the stack creates this namespace",
+        ),
+        (
+            {"catalogConfigMap": {"namespace": "gpu-operator"}},
+            "catalogConfigMap.namespace",
+            "gpu-operator is also the namespace of the GPU Operator release, which creates it",
+        ),
+        (
+            {"catalogConfigMap": {"namespace": "nvidia-dra-driver-gpu"}},
+            "catalogConfigMap.namespace",
+            "nvidia-dra-driver-gpu is also the namespace of the DRA driver release, which creates it",
+        ),
+        (
+            {
+                "access": {
+                    "api": {
+                        "host": "https://api.example.com",
+                        "clusterCaCertificate": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----",
+                        "exec": {"apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "aws"},
+                    }
+                }
+            },
+            "access.api.exec.apiVersion",
+            "Input should be 'client.authentication.k8s.io/v1beta1' or 'client.authentication.k8s.io/v1'",
+        ),
+        (
+            {
+                "karpenter": True,
+                "nodePools": [
+                    {
+                        "name": "k",
+                        "product": "a100-40gb",
+                        "gpusPerNode": 8,
+                        "provisioning": {
+                            "karpenter": {"nodeClassRef": {"name": "gpu"}, "instanceTypes": ["p4d 24xlarge"]}
+                        },
+                    }
+                ],
+                "offerings": ["nvidia.com/a100"],
+            },
+            "nodePools[0].provisioning.karpenter.instanceTypes[0]",
+            "label value 'p4d 24xlarge' must be letters, digits",
+        ),
+    ],
+)
+def test_provider_and_api_server_rules(
+    tmp_path: Path, changes: dict[str, Any], location: str, message: str
+) -> None:
+    one(problems_of(tmp_path, cluster(**changes)), location, message)
+
+
 def test_missing_stacks_folder_and_empty_folder(tmp_path: Path) -> None:
     from themelio_gpu.inputs.problems import InputError
     from themelio_gpu.plan.fleet import load_fleet

@@ -1,15 +1,17 @@
 """Command-line entry points. Bad input ends in a list of `file: location: message` lines, never a traceback.
 
-Exit codes: 0 success, 1 a check found a problem (drift, preflight, match, verify), 2 bad input or a
-missing tool (verify without helm or kubernetes-validate).
+Exit codes: 0 success, 1 a check found a problem (drift, preflight, match, verify, terraform-check), 2 bad
+input or a missing tool (helm or kubernetes-validate for verify, terraform for terraform-check).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -272,6 +274,64 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_OK if diff.identical else EXIT_FAILED
 
 
+def _terraform_check(args: argparse.Namespace) -> int:
+    from themelio_gpu.verify import terraform as tf
+
+    try:
+        terraform = tf.find_terraform()
+    except tf.TerraformMissingError as error:
+        print(f"terraform-check: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    start = time.monotonic()
+    # Synthesized into a temporary folder: the check never writes into the project.
+    with tempfile.TemporaryDirectory(prefix="themelio-terraform-check-synth-") as tmp:
+        stacks = _stacks_to_check(args, Path(tmp))
+        config = os.environ.get("TF_CLI_CONFIG_FILE")
+        source = (
+            f"TF_CLI_CONFIG_FILE={config}" if config else "the Terraform CLI configuration (default: the registry)"
+        )
+        plural = "s" if len(stacks) != 1 else ""
+        print(
+            f"terraform-check: {len(stacks)} stack{plural} with {tf.terraform_version(terraform)}; providers from {source}"
+        )
+
+        def report(result: tf.StackCheck) -> None:
+            print(tf.render_result(result, plan=not args.no_plan), flush=True)
+
+        results = tf.check_stacks(terraform, stacks, plan=not args.no_plan, jobs=args.jobs, on_result=report)
+    print(tf.render_summary(results, plan=not args.no_plan, seconds=time.monotonic() - start))
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def _stacks_to_check(args: argparse.Namespace, tmp: Path) -> dict[str, Path]:
+    from themelio_gpu.verify.terraform import stack_folders
+
+    problems = Problems()
+    wanted: list[str] = list(dict.fromkeys(args.cluster or ()))
+    if args.outdir:
+        outdir = Path(args.outdir)
+        stacks = stack_folders(outdir)
+        if not stacks:
+            problems.add(
+                display_path(outdir), "", "no synthesized stacks (stacks/<name>/cdk.tf.json); synthesize first"
+            )
+        known = list(stacks)
+    else:
+        fleet = _load(args)
+        known = [c.name for c in fleet.clusters]
+    for name in wanted:
+        if name not in known and known:
+            problems.add("command line", f"--cluster {name}", f"no stack of that name; known: {', '.join(known)}")
+    problems.raise_if_any()
+    if not args.outdir:
+        from themelio_gpu.outputs.synth import synthesize
+
+        selected = [c for c in fleet.clusters if not wanted or c.name in wanted]
+        synthesize(dataclasses.replace(fleet, clusters=tuple(selected)), tmp, progress=None)
+        stacks = stack_folders(tmp)
+    return {name: path for name, path in stacks.items() if not wanted or name in wanted}
+
+
 def _preflight(args: argparse.Namespace) -> int:
     from themelio_gpu.live.preflight import run_preflight
 
@@ -363,6 +423,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_flags(check)
     check.add_argument("--against", default="cdktf.out", help="committed synthesized output (default: cdktf.out)")
     check.set_defaults(run=_check)
+
+    terraform = commands.add_parser(
+        "terraform-check", help="terraform init, validate and plan (backend removed) on every synthesized stack"
+    )
+    _add_input_flags(terraform)
+    terraform.add_argument(
+        "--outdir", help="check this synthesized output (e.g. cdktf.out) instead of synthesizing the fleet"
+    )
+    terraform.add_argument(
+        "--cluster", action="extend", nargs="+", metavar="NAME", help="check only these stacks (repeatable)"
+    )
+    terraform.add_argument("--no-plan", action="store_true", help="stop after terraform validate")
+    terraform.add_argument(
+        "--jobs", type=int, default=4, metavar="N", help="stacks validated and planned at once (default 4)"
+    )
+    terraform.set_defaults(run=_terraform_check)
 
     preflight = commands.add_parser("preflight", help="read-only checks of a live cluster against its definition")
     _add_input_flags(preflight)

@@ -12,6 +12,7 @@ from typing import Any
 
 from cdktf import TerraformStack
 
+from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.constructs.providers import ConfigMapV1, ConfigMapV1Metadata, NamespaceV1, NamespaceV1Metadata
 from themelio_gpu.outputs.contracts import (
@@ -71,13 +72,16 @@ class CatalogOutputs:
                 namespace=config_map.namespace,
                 labels={"app.kubernetes.io/managed-by": FIELD_MANAGER},
             ),
-            data={
-                "gpu-labels.yaml": _yaml(contracts["gpu_labels"]),
-                "kubeflow-spawner-gpus.yaml": _yaml(contracts["kubeflow_spawner_gpus"]),
-                "kubeflow-workspacekind-podconfig.yaml": _yaml(contracts["kubeflow_workspacekind_podconfig"]),
-                "resource-quota-closed.yaml": _yaml(contracts["gpu_quota_closed"]),
-                "waldur-quota-mapping.yaml": _yaml(contracts["waldur_quota_mapping"]),
-                "device-classes.json": json.dumps(contracts["device_classes"], sort_keys=True, indent=2),
-            },
+            # Display names and descriptions are the catalog's text: literal() keeps it from being a template.
+            data=literal(
+                {
+                    "gpu-labels.yaml": _yaml(contracts["gpu_labels"]),
+                    "kubeflow-spawner-gpus.yaml": _yaml(contracts["kubeflow_spawner_gpus"]),
+                    "kubeflow-workspacekind-podconfig.yaml": _yaml(contracts["kubeflow_workspacekind_podconfig"]),
+                    "resource-quota-closed.yaml": _yaml(contracts["gpu_quota_closed"]),
+                    "waldur-quota-mapping.yaml": _yaml(contracts["waldur_quota_mapping"]),
+                    "device-classes.json": json.dumps(contracts["device_classes"], sort_keys=True, indent=2),
+                }
+            ),
             depends_on=[namespace],
         )

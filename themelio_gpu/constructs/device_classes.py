@@ -12,6 +12,7 @@ from typing import Any
 
 from cdktf import TerraformIterator, TerraformStack, Token
 
+from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.constructs.providers import Manifest, ManifestFieldManager
 from themelio_gpu.plan.fleet import DeviceClassSpec
@@ -22,7 +23,8 @@ class DeviceClasses:
     def __init__(
         self, stack: TerraformStack, classes: Sequence[DeviceClassSpec], depends_on: Sequence[Any]
     ) -> None:
-        each_class = TerraformIterator.from_map({c.name: device_class_manifest(c) for c in classes})
+        # The selector and annotation carry catalog text: literal() keeps it out of Terraform's templates.
+        each_class = TerraformIterator.from_map({c.name: literal(device_class_manifest(c)) for c in classes})
         self.manifest = Manifest(
             stack,
             "device_class",

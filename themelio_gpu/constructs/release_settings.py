@@ -7,6 +7,7 @@ from typing import Any
 
 from cdktf import TerraformStack
 
+from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import logical_id
 from themelio_gpu.constructs.providers import Release
 from themelio_gpu.plan.fleet import HelmReleaseSpec
@@ -21,8 +22,8 @@ def pinned_release(stack: TerraformStack, spec: HelmReleaseSpec, depends_on: Seq
         logical_id(spec.name.replace("-", "_")),
         name=spec.name,
         chart=spec.chart,
-        repository=spec.repository,
-        version=spec.version,
+        repository=literal(spec.repository),
+        version=literal(spec.version),
         namespace=spec.namespace,
         create_namespace=True,
         # atomic rolls a failed upgrade back (and implies wait); a half-installed GPU stack is worse.
@@ -32,7 +33,8 @@ def pinned_release(stack: TerraformStack, spec: HelmReleaseSpec, depends_on: Seq
         cleanup_on_fail=True,
         max_history=MAX_HISTORY,
         # One YAML document with sorted keys, so a review shows each value on its own line (`verify`
-        # renders the charts with this same text).
-        values=[render_values_yaml(spec.values)],
+        # renders the charts with this same text). literal(): the cluster's own values are free text, and
+        # Terraform would read `${` as a reference.
+        values=[literal(render_values_yaml(spec.values))],
         depends_on=list(depends_on) or None,
     )

@@ -30,6 +30,7 @@ from themelio_gpu.plan.helm.known_values import (
     render_values_yaml,
     unknown_value_paths,
 )
+from themelio_gpu.plan.terraform_version import required_terraform_version
 
 ALL_COMPONENTS = tuple(Component)
 
@@ -70,6 +71,8 @@ class ClusterPlan:
     pools: tuple[PoolContract, ...]
     releases: tuple[HelmReleaseSpec, ...]
     """In install order: the GPU Operator, then the DRA driver chart when the cluster has one."""
+    terraform_version: str
+    """`terraform.required_version`: the oldest Terraform with every feature the stack uses."""
 
     @property
     def name(self) -> str:
@@ -226,6 +229,7 @@ def plan_cluster(
         )
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, "gpuOperator.namespace", message)
+    _check_catalog_config_map(cluster, dra, file, problems)
     if len(problems) > count:
         return None
     driver_classes = (
@@ -242,6 +246,7 @@ def plan_cluster(
         driver_classes=driver_classes,
         pools=pools,
         releases=tuple(releases),
+        terraform_version=required_terraform_version(cluster),
     )
 
 
@@ -269,6 +274,39 @@ def _namespace_problems(namespace: str) -> list[str]:
     if namespace == "default":
         return ["the DRA driver chart refuses the default namespace; use e.g. nvidia-dra-driver-gpu"]
     return k8s_names.dns1123_label(namespace)
+
+
+# Namespaces every cluster has: kubernetes_namespace_v1 fails on apply when its namespace already exists.
+BUILT_IN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _check_catalog_config_map(cluster: ClusterDefinition, dra: bool, file: str, problems: Problems) -> None:
+    config_map = cluster.catalog_config_map
+    if config_map is None:
+        return
+    namespace = config_map.namespace
+    # The provider checks both names as DNS subdomains; the API server wants a namespace to be a DNS label.
+    for message in k8s_names.dns1123_label(namespace):
+        problems.add(file, "catalogConfigMap.namespace", message)
+    for message in k8s_names.dns1123_subdomain(config_map.name):
+        problems.add(file, "catalogConfigMap.name", message)
+    releases = {cluster.gpu_operator.namespace: "the GPU Operator release"}
+    if dra:
+        releases.setdefault(cluster.dra_driver.namespace, "the DRA driver release")
+    if namespace in BUILT_IN_NAMESPACES:
+        problems.add(
+            file,
+            "catalogConfigMap.namespace",
+            f"{namespace} exists in every cluster, and the stack creates this namespace "
+            "(kubernetes_namespace_v1 fails when it exists): choose one of its own, e.g. themelio-system",
+        )
+    elif namespace in releases:
+        problems.add(
+            file,
+            "catalogConfigMap.namespace",
+            f"{namespace} is also the namespace of {releases[namespace]}, which creates it (create_namespace); "
+            "two resources creating one namespace race on apply: choose one of its own, e.g. themelio-system",
+        )
 
 
 def _served_offerings(
@@ -318,12 +356,17 @@ def _pool_contracts(cluster: ClusterDefinition, file: str, problems: Problems) -
                     f"node {node} is already in pool {node_owner[node]}; a node belongs to one pool",
                 )
             node_owner.setdefault(node, pool.name)
-        if pool.provisioning.karpenter is not None and not cluster.karpenter:
+        karpenter = pool.provisioning.karpenter
+        if karpenter is not None and not cluster.karpenter:
             problems.add(
                 file,
                 f"{where}.provisioning.karpenter",
                 "the cluster does not declare karpenter: true (Karpenter's CRDs)",
             )
+        for i, instance_type in enumerate(karpenter.instance_types if karpenter else ()):
+            # Values of a node.kubernetes.io/instance-type requirement: label values, as the NodePool CRD checks.
+            for message in k8s_names.label_value(instance_type):
+                problems.add(file, f"{where}.provisioning.karpenter.instanceTypes[{i}]", message)
         product = PRODUCTS.get(pool.product)
         if product is None:
             problems.add(file, f"{where}.product", unknown_product_message(pool.product))

@@ -38,7 +38,10 @@ class Kubeconfig(Strict):
 
 
 class ExecPlugin(Strict):
-    api_version: str = Field(default="client.authentication.k8s.io/v1beta1", alias="apiVersion")
+    # What client-go (in both providers) runs: v1alpha1 was removed in Kubernetes 1.24's client libraries.
+    api_version: Literal["client.authentication.k8s.io/v1beta1", "client.authentication.k8s.io/v1"] = Field(
+        default="client.authentication.k8s.io/v1beta1", alias="apiVersion"
+    )
     command: str
     args: tuple[str, ...] = ()
     env: dict[str, str] = Field(default_factory=dict, description="Non-secret settings only, e.g. AWS_PROFILE")
@@ -355,7 +358,7 @@ class DraDriverRelease(Strict):
 
 
 class CatalogConfigMap(Strict):
-    namespace: str = "themelio-system"
+    namespace: str = Field(default="themelio-system", description="Created by the stack: a namespace of its own")
     name: str = "themelio-gpu-catalog"
 
 

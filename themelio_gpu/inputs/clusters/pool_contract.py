@@ -177,6 +177,7 @@ def pool_contract(
 
     taints: list[TaintSpec] = []
     given = pool.taints if pool.taints is not None else ()
+    first_with_key: dict[str, int] = {}
     for index, taint in enumerate(given):
         for message in k8s_names.qualified_name(taint.key) + k8s_names.label_value(taint.value):
             problems.append((f"taints[{index}]", message))
@@ -187,7 +188,21 @@ def pool_contract(
                     f"{taint.effect!r} is not a taint effect; use one of {', '.join(TAINT_EFFECTS)}",
                 )
             )
-        taints.append(TaintSpec(taint.key, taint.value, taint.effect))
+        spec = TaintSpec(taint.key, taint.value, taint.effect)
+        if taint.key in first_with_key:
+            # Stricter than Kubernetes (unique key and effect): the provider checks keys alone, and the
+            # same contract goes to static nodes, Karpenter and kubelet flags alike.
+            earlier = first_with_key[taint.key]
+            problems.append(
+                (
+                    f"taints[{index}]",
+                    f"pool {pool.name}: taint {spec} has the key of taints[{earlier}] {taints[earlier]}; a node's "
+                    "taint keys must be unique (the kubernetes provider's kubernetes_node_taint refuses them at "
+                    "plan time): keep one taint per key",
+                )
+            )
+        first_with_key.setdefault(taint.key, index)
+        taints.append(spec)
     if pool.taints is None:
         taints.append(TaintSpec(*DEFAULT_TAINT))
 
