@@ -375,7 +375,12 @@ def test_gpu_cluster_enable_flags() -> None:
     no_section = gpu_cluster()
     del no_section["spec"]["dcgmExporter"]
     workloads = GPUClusterMode(no_section, "v26.7.0").workloads()
-    assert next(w for w in workloads if w.name == "nvidia-dcgm-exporter-dra").created is False
+    exporter = next(w for w in workloads if w.name == "nvidia-dcgm-exporter-dra")
+    assert (exporter.created, exporter.not_created) == (False, "no dcgmExporter section")
+    dcgm = next(
+        w for w in GPUClusterMode(gpu_cluster(dcgm={}), "v26.7.0").workloads() if w.name == "nvidia-dcgm-dra"
+    )
+    assert dcgm.not_created == "dcgm.enabled unset, off by default"
     with_host_network = GPUClusterMode(gpu_cluster(dcgmExporter={"hostNetwork": True}), "v26.7.0").workloads()
     assert next(w for w in with_host_network if w.name == "nvidia-dcgm-exporter-dra").scheduling.host_network
 

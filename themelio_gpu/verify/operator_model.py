@@ -325,6 +325,14 @@ DRA_OPERANDS = (
 )
 
 
+def _why_off(key: str | None, section: Any) -> str:
+    if not isinstance(section, Mapping):
+        return f"no {key} section"
+    if section.get("enabled") is None:
+        return f"{key}.enabled unset, off by default"
+    return f"{key}.enabled={str(section.get('enabled')).lower()}"
+
+
 def driver_class_manifest(driver_class: DriverClass) -> dict[str, Any]:
     """A DeviceClass the DRA driver's installer creates, as an object (for the per-cluster class checks)."""
     spec: dict[str, Any] = {"selectors": [{"cel": {"expression": driver_class.selector}}]}
@@ -410,7 +418,7 @@ class GPUClusterMode:
                     self.resource,
                     scheduling,
                     created=created,
-                    not_created="" if created else f"{operand.section}.enabled is not true",
+                    not_created="" if created else _why_off(operand.section, section),
                     needs_devices_from=DRA_PLUGIN if operand.claims_gpus else None,
                 )
             )
@@ -433,7 +441,9 @@ class GPUClusterMode:
             host_network=bool(driver.spec.get("hostNetwork")),
         )
         kind = driver.spec.get("driverType") or "gpu"
-        return Workload(f"nvidia-{kind}-driver-<os>", Role.OPERAND, f"NVIDIADriver {driver.name}", scheduling)
+        return Workload(
+            f"nvidia-{kind}-driver-<os>-<hash>", Role.OPERAND, f"NVIDIADriver {driver.name}", scheduling
+        )
 
     def unmodelled(self) -> list[str]:
         found = []
@@ -462,13 +472,15 @@ class GPUClusterMode:
             if labels.get(key, "") == "":
                 labels[key] = "true"
         owner = self._driver_owner(labels)
-        if owner is not None:
+        if owner is None:
+            labels.pop(DRIVER_OWNER, None)
+        else:
             labels[DRIVER_OWNER] = owner
         return labels
 
     def _driver_owner(self, labels: Mapping[str, str]) -> str | None:
         """AssignOwners: the one non-default NVIDIADriver that selects the node, else the default one; none
-        when two match (the operator then assigns no owner at all)."""
+        when two non-default ones (or two defaults) qualify, where the operator fails and assigns none."""
         defaults = [d.name for d in self.drivers if d.default]
         matching = [d.name for d in self.drivers if not d.default and d.selects(labels)]
         if len(defaults) > 1 or len(matching) > 1:
