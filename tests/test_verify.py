@@ -1,6 +1,7 @@
 """`verify` with the real charts (../shared/reference/charts) and a real helm: the example fleet and the
-fixture fleets are proven, overrides that break placement fail naming the pool and the DaemonSet, and
-gpu-west's H100 pool is reached since its tolerations come from the pool taints (and was not before)."""
+fixture fleets (both operator modes) are proven, overrides that break placement fail naming the pool and
+the DaemonSet, and gpu-west's H100 pool is reached since its tolerations come from the pool taints (and
+was not before)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,11 @@ def breaking_proofs(prove: Prove) -> dict[str, ClusterProof]:
     return prove(fixture_fleet("breaking-overrides"))
 
 
+@pytest.fixture(scope="session")
+def gpu_operator_mode_proofs(prove: Prove) -> dict[str, ClusterProof]:
+    return prove(fixture_fleet("gpu-operator-mode"))
+
+
 def rows(proof: ClusterProof, pool: str) -> dict[str, Row]:
     found = next(p for p in proof.pools if p.pool.name == pool)
     return {row.workload: row for row in found.rows}
@@ -91,19 +97,67 @@ def rows(proof: ClusterProof, pool: str) -> dict[str, Row]:
 # --- fleets that must pass --------------------------------------------------------------------------------
 
 
-def test_example_fleet_is_proven(example_proofs: dict[str, ClusterProof]) -> None:
-    assert sorted(example_proofs) == ["gpu-east", "gpu-lab", "gpu-west"]
+def test_example_fleet_is_proven(example_fleet: Fleet, example_proofs: dict[str, ClusterProof]) -> None:
+    # Whatever clusters the fleet holds: each is proven, on every pool, with a DRA kubelet plugin where due.
+    assert sorted(example_proofs) == sorted(plan.name for plan in example_fleet.clusters)
     for name, proof in example_proofs.items():
         assert proof.failures == [], name
         assert len(proof.pools) == len(proof.plan.pools)
-    east = rows(example_proofs["gpu-east"], "a100-mig")
-    assert east["nvidia-mig-manager"].outcome == "runs" and east["nvidia-mig-manager"].ok is True
-    lab = example_proofs["gpu-lab"]
-    assert rows(lab, "a10g-legacy")["nvidia-device-plugin-daemonset"].outcome == "runs"
-    dp_on_dra = rows(lab, "a100-mig")["nvidia-device-plugin-daemonset"]
-    assert dp_on_dra.ok is True
-    assert "nvidia.com/gpu.deploy.device-plugin=false" in dp_on_dra.outcome  # our label, honoured
-    assert rows(lab, "a10g-legacy")["dra-driver-nvidia-gpu-kubelet-plugin"].outcome.startswith("does not run")
+        for pool in proof.pools:
+            placed = {r.workload: r for r in pool.rows}
+            plugins = [r for w, r in placed.items() if w.endswith("-kubelet-plugin")]
+            assert [(r.outcome == "runs") for r in plugins] == [pool.pool.dra], (name, pool.pool.name)
+            if pool.pool.mig_devices is not None and "nvidia-mig-manager" in placed:
+                assert placed["nvidia-mig-manager"].outcome == "runs", (name, pool.pool.name)
+            device_plugin = placed.get("nvidia-device-plugin-daemonset")
+            if device_plugin is not None and not pool.pool.dra:
+                assert device_plugin.outcome == "runs", (name, pool.pool.name)
+            if device_plugin is not None and pool.pool.dra and device_plugin.outcome.startswith("does not run"):
+                # A mixed cluster: our label keeps the device plugin off the DRA pool, honoured.
+                assert "nvidia.com/gpu.deploy.device-plugin=false" in device_plugin.outcome
+
+
+def test_gpu_operator_mode_fleet_is_proven(gpu_operator_mode_proofs: dict[str, ClusterProof]) -> None:
+    for name, proof in gpu_operator_mode_proofs.items():
+        assert proof.failures == [], name
+        assert any(line.startswith("operands: ") and "GPUCluster gpu-cluster" in line for line in proof.lines)
+        for pool in proof.pools:
+            placed = rows(proof, pool.pool.name)
+            for workload in (
+                "gpu-operator-node-feature-discovery-worker",
+                "nvidia-dra-driver-kubelet-plugin",
+                "nvidia-dra-validator",
+                "nvidia-dcgm-exporter-dra",
+            ):
+                assert (placed[workload].outcome, placed[workload].ok) == ("runs", True), (name, workload)
+            driver = placed.get("nvidia-gpu-driver-<os>-<hash>")
+            # The operator installs the driver (an NVIDIADriver) unless the nodes have one.
+            assert (driver is None) is proof.plan.definition.host_driver, name
+            assert driver is None or (driver.source, driver.outcome) == ("NVIDIADriver default", "runs")
+            assert not [w for w in placed if "device-plugin" in w or "mig-manager" in w]
+
+
+def test_gpu_operator_mode_fleet_covers_what_it_claims(gpu_operator_mode_proofs: dict[str, ClusterProof]) -> None:
+    plans = [p.plan for p in gpu_operator_mode_proofs.values()]
+    pools = [(d, c) for plan in plans for d, c in zip(plan.definition.node_pools, plan.pools, strict=True)]
+    assert {plan.definition.host_driver for plan in plans} == {True, False}
+    assert {plan.definition.dra_driver.compute_domains for plan in plans} == {True, False}
+    assert any(d.provisioning.karpenter is not None for d, _ in pools)
+    assert any(any(t.key != "nvidia.com/gpu" for t in c.taints) for _, c in pools)  # taints of its own
+    assert any(c.mig_devices is not None for _, c in pools)
+
+
+def test_gpu_operator_mode_must_render_a_gpu_cluster_and_no_cluster_policy(prove: Prove) -> None:
+    fleet = fixture_fleet("gpu-operator-mode")
+    plan = fleet.clusters[0]
+    # Values that slipped past the definition checks: the operator would run a ClusterPolicy instead.
+    values = {**plan.operator_values, "clusterPolicy": {"deployCR": True}, "gpuCluster": {"deployCR": False}}
+    releases = (dataclasses.replace(plan.operator_release, values=values),)
+    proof = prove(Fleet(fleet.catalog, (dataclasses.replace(plan, releases=releases),)))[plan.name]
+    assert (
+        "GPU Operator: draDriver.managedBy: gpu-operator needs a GPUCluster and no ClusterPolicy, but the operator "
+        "release renders ClusterPolicy cluster-policy"
+    ) in proof.failures
 
 
 def test_gpu_west_h100_is_reached_now(example_proofs: dict[str, ClusterProof]) -> None:
@@ -222,6 +276,32 @@ def test_karpenter_pool_is_proven_on_every_instance_and_capacity_type(
             "spec.template.spec.tolerations.0: Additional properties are not allowed ('operater' was unexpected)",
         ),
         (
+            "bk-gpucluster-tolerations",
+            "pool h100-reserved: DaemonSet nvidia-dra-driver-kubelet-plugin (GPUCluster gpu-cluster) must run here, "
+            "but does not run: taint themelio.io/reserved=training:NoSchedule not tolerated",
+        ),
+        (
+            "bk-gpucluster-tolerations",
+            "pool a100-mig: DaemonSet nvidia-dra-validator (GPUCluster gpu-cluster) must run here, but does not "
+            "run: taint nvidia.com/gpu=present:NoSchedule not tolerated; its ResourceClaim needs a device that "
+            "nvidia-dra-driver-kubelet-plugin publishes",
+        ),
+        (
+            "bk-gpucluster-nfd-tolerations",
+            "pool h100-reserved: DaemonSet gpu-operator-node-feature-discovery-worker (chart gpu-operator) must run "
+            "here, but does not run: taint themelio.io/reserved=training:NoExecute not tolerated",
+        ),
+        (
+            "bk-gpucluster-nfd-tolerations",
+            "pool h100-reserved: DaemonSet nvidia-dra-driver-kubelet-plugin (GPUCluster gpu-cluster) must run here, "
+            "but does not run: nodeSelector nvidia.com/gpu.deploy.dra-driver=true (node has no",
+        ),
+        (
+            "bk-gpucluster-nfd-tolerations",
+            "pool h100-reserved: DaemonSet nvidia-gpu-driver-<os>-<hash> (NVIDIADriver default) must run here, but "
+            "does not run",
+        ),
+        (
             "bk-device-class-collision",
             "extended resource name nvidia.com/gpu is advertised by 2 DeviceClasses: "
             "h100-any.gpu.fixture.themelio.io (this stack), gpu.nvidia.com (chart dra-driver-nvidia-gpu)",
@@ -239,6 +319,8 @@ def test_every_breaking_cluster_fails(breaking_proofs: dict[str, ClusterProof]) 
     assert all(proof.failures for proof in breaking_proofs.values())
     # An emptied operand toleration list hits only the pool with the extra taint.
     assert not [f for f in breaking_proofs["bk-operand-tolerations"].failures if "a100-mig" in f]
+    # NFD's worker, short of one taint, misses only the pool that carries it.
+    assert not [f for f in breaking_proofs["bk-gpucluster-nfd-tolerations"].failures if "a100-mig" in f]
 
 
 # --- what the stack passes to helm ----------------------------------------------------------------------
@@ -465,10 +547,11 @@ def test_cli_values_the_chart_refuses(helm: str, charts: Path, tmp_path: Path) -
     assert "nothing proven for this cluster" in result.stdout
 
 
-def test_cli_unknown_cluster(tmp_path: Path) -> None:
+def test_cli_unknown_cluster(example_fleet: Fleet) -> None:
     result = run_cli("--cluster", "nope")
     assert result.returncode == 2
-    assert "command line: nope: no cluster of that name; known: gpu-east, gpu-lab, gpu-west" in result.stderr
+    known = ", ".join(sorted(plan.name for plan in example_fleet.clusters))
+    assert f"command line: nope: no cluster of that name; known: {known}" in result.stderr
 
 
 def test_helm_is_not_needed_to_list_the_command() -> None:

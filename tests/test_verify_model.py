@@ -1,5 +1,6 @@
 """The runtime model of `verify` without helm: the labels NFD, the GPU Operator and GFD add, the operand
-DaemonSets a ClusterPolicy yields, the node models of each provisioning kind, and the settling loop."""
+DaemonSets a ClusterPolicy or a GPUCluster yields, the node models of each provisioning kind, and the
+settling loop."""
 
 from __future__ import annotations
 
@@ -10,21 +11,27 @@ import pytest
 
 from tests.builders import cluster, fleet_of
 from themelio_gpu.inputs.catalog.products import PRODUCTS
-from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract, TaintSpec
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.helm.values import DEPLOY_CLIENT, GPU_TOLERATION
 from themelio_gpu.verify.operator_model import (
+    DRA_PLUGIN,
+    DRIVER_OWNER,
+    GPU_CLUSTER_STATE_LABELS,
     GPU_PRESENT,
     MIG_MANAGER_LABEL,
+    UNMODELLED,
     ClusterPolicyMode,
+    GPUClusterMode,
     operator_mode,
 )
 from themelio_gpu.verify.placement import Node, PodScheduling
-from themelio_gpu.verify.proof import Expect, expectation, place, pool_nodes, settle
-from themelio_gpu.verify.workloads import Role, Workload, nfd_labels
+from themelio_gpu.verify.proof import Expect, blockers, expectation, place, pool_nodes, settle
+from themelio_gpu.verify.workloads import NFD_OS_LABELS, Role, Workload, nfd_labels, nfd_os_labels
 
 PCI = "feature.node.kubernetes.io/pci-10de.present"
 DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
+TAINT = TaintSpec("nvidia.com/gpu", "present", "NoSchedule")
 
 
 def policy(**spec: Any) -> dict[str, Any]:
@@ -34,6 +41,26 @@ def policy(**spec: Any) -> dict[str, Any]:
         "metadata": {"name": "cluster-policy"},
         "spec": spec,
     }
+
+
+def gpu_cluster(**spec: Any) -> dict[str, Any]:
+    """A GPUCluster as gpu-operator v26.7.0 renders it, with the chart's defaults (spec overrides replace)."""
+    defaults: dict[str, Any] = {
+        "draDriver": {"computeDomains": {"enabled": False}},
+        "dcgm": {"enabled": False},
+        "dcgmExporter": {"enabled": True},
+        "daemonsets": {"tolerations": [GPU_TOLERATION]},
+    }
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "GPUCluster",
+        "metadata": {"name": "gpu-cluster"},
+        "spec": {**defaults, **spec},
+    }
+
+
+def nvidia_driver(name: str = "default", **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "metadata": {"name": name}, "spec": spec}
 
 
 def plan_of(tmp_path: Path, **overrides: Any) -> ClusterPlan:
@@ -112,15 +139,21 @@ def test_enable_flags_decide_which_operands_exist() -> None:
     assert created["nvidia-operator-validator"] is True  # always
 
 
-def test_unmodelled_settings_and_modes_fail_rather_than_pass() -> None:
+def test_unmodelled_settings_and_modes_fail_rather_than_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     mode = ClusterPolicyMode(
         policy(sandboxWorkloads={"enabled": True}, driver={"useNvidiaDriverCRD": True}), "v26.7.0"
     )
     assert len(mode.unmodelled()) == 2
-    gpu_cluster = operator_mode([{"kind": "GPUCluster", "metadata": {"name": "gpu-cluster"}}], "v26.7.0")
-    assert gpu_cluster.mode is None and "GPUCluster" in gpu_cluster.problems[0]
+    monkeypatch.setitem(UNMODELLED, "FutureCluster", "the FutureCluster mode is not modelled")
+    future = operator_mode([{"kind": "FutureCluster", "metadata": {"name": "x"}}], "v27.0.0")
+    assert future.mode is None and future.problems == ("the FutureCluster mode is not modelled",)
     assert operator_mode([], "v26.3.3").problems == (
-        "the operator release renders no ClusterPolicy: the operator would create no operands",
+        "the operator release renders no ClusterPolicy and no GPUCluster: the operator would create no operands",
+    )
+    both = operator_mode([policy(), gpu_cluster()], "v26.7.0")
+    assert both.mode is None
+    assert both.problems == (
+        "2 operator resources rendered (ClusterPolicy cluster-policy, GPUCluster gpu-cluster)",
     )
 
 
@@ -253,3 +286,211 @@ def test_partial_placement_names_a_node_it_misses() -> None:
     row = place(workload, Expect.MUST, [Node("n1", {"zone": "a"}), Node("n2", {"zone": "b"})])
     assert row.ok is False
     assert row.outcome == "runs on 1 of 2 nodes; not on n2: nodeSelector zone=a (node has zone=b)"
+
+
+# --- the GPUCluster mode ---------------------------------------------------------------------------------
+
+
+def gpu_operator_plan(tmp_path: Path, *, compute_domains: bool = False, mig: bool = False) -> ClusterPlan:
+    """A one-pool cluster in the GPUCluster mode (host driver; MIG devices made outside the stack)."""
+    pool: dict[str, Any] = {"name": "gpus", "product": "a100-40gb", "gpusPerNode": 8}
+    pool["provisioning"] = {"provisioned": {}}
+    if mig:
+        pool["mig"] = {"profile": "1g.5gb", "createdBy": "external"}
+    return plan_of(
+        tmp_path,
+        gpuOperator={"version": "v26.7.0"},
+        draDriver={"managedBy": "gpu-operator", "newCluster": True, "computeDomains": compute_domains},
+        hostDriver=True,
+        nodePools=[pool],
+        offerings=["nvidia.com/a100-mig-1g.5gb" if mig else "nvidia.com/a100"],
+    )
+
+
+def test_gpu_cluster_labels_only_nodes_nfd_labelled(a100: PoolContract) -> None:
+    mode = GPUClusterMode(gpu_cluster(), "v26.7.0")
+    assert mode.label({"x": "1"}, set(), a100) == {"x": "1"}
+    labelled = mode.label({PCI: "true"}, set(), a100)
+    assert labelled == {PCI: "true", GPU_PRESENT: "true", **dict.fromkeys(GPU_CLUSTER_STATE_LABELS, "true")}
+    gone = mode.label({GPU_PRESENT: "true", "nvidia.com/gpu.deploy.dra-driver": "true"}, set(), a100)
+    assert gone == {GPU_PRESENT: "false"}
+
+
+def test_gpu_cluster_honours_set_state_labels_and_sweeps_the_device_plugin_stacks(a100: PoolContract) -> None:
+    mode = GPUClusterMode(gpu_cluster(), "v26.7.0")
+    given = {
+        PCI: "true",
+        "nvidia.com/gpu.deploy.dra-driver": "false",  # opts the node out
+        "nvidia.com/gpu.deploy.dra-validator": "",  # a driver-manager leftover counts as unset
+        DEVICE_PLUGIN: "false",
+        MIG_MANAGER_LABEL: "true",
+        "nvidia.com/gpu.deploy.operands": "false",  # a ClusterPolicy setting: not read in this mode
+    }
+    labels = mode.label(given, set(), a100)
+    assert labels["nvidia.com/gpu.deploy.dra-driver"] == "false"
+    assert labels["nvidia.com/gpu.deploy.dra-validator"] == "true"
+    assert DEVICE_PLUGIN not in labels and MIG_MANAGER_LABEL not in labels
+    assert labels["nvidia.com/gpu.deploy.dcgm-exporter-dra"] == "true"
+
+
+def test_gpu_cluster_operands_and_their_placement_rules() -> None:
+    workloads = {w.name: w for w in GPUClusterMode(gpu_cluster(), "v26.7.0").workloads()}
+    assert sorted(workloads) == [
+        "nvidia-dcgm-dra",
+        "nvidia-dcgm-exporter-dra",
+        "nvidia-dra-driver-kubelet-plugin",
+        "nvidia-dra-validator",
+    ]
+    plugin = workloads[DRA_PLUGIN]
+    assert plugin.role is Role.DRA_PLUGIN and plugin.created
+    assert plugin.scheduling.node_selector == {"nvidia.com/gpu.deploy.dra-driver": "true"}
+    terms = plugin.scheduling.node_selector_terms
+    assert terms is not None and len(terms) == 3
+    assert [w.scheduling.tolerations for w in workloads.values()] == [(GPU_TOLERATION,)] * 4
+    assert workloads["nvidia-dcgm-dra"].created is False  # the chart's dcgm.enabled: false
+    assert workloads["nvidia-dcgm-exporter-dra"].created is True
+    assert {w.needs_devices_from for w in workloads.values() if w is not plugin} == {DRA_PLUGIN}
+
+
+def test_gpu_cluster_tolerations_are_taken_as_given_even_empty() -> None:
+    # Unlike a ClusterPolicy there is no operator default: an empty list leaves the pods without any.
+    empty = GPUClusterMode(gpu_cluster(daemonsets={"tolerations": []}), "v26.7.0").workloads()
+    assert all(w.scheduling.tolerations == () for w in empty)
+    node = Node("n", {"nvidia.com/gpu.deploy.dra-driver": "true", GPU_PRESENT: "true"}, (TAINT,))
+    plugin = next(w for w in empty if w.name == DRA_PLUGIN)
+    assert (
+        place(plugin, Expect.MUST, [node]).outcome
+        == "does not run: taint nvidia.com/gpu=present:NoSchedule not tolerated"
+    )
+
+
+def test_gpu_cluster_enable_flags() -> None:
+    def created(**spec: Any) -> dict[str, bool]:
+        return {w.name: w.created for w in GPUClusterMode(gpu_cluster(**spec), "v26.7.0").workloads()}
+
+    assert created(dcgm={"enabled": True})["nvidia-dcgm-dra"] is True
+    assert created(dcgm={})["nvidia-dcgm-dra"] is False  # a nil enabled means off for the hostengine
+    assert created(dcgmExporter={})["nvidia-dcgm-exporter-dra"] is True  # and on for the exporter
+    assert created(dcgmExporter={"enabled": False})["nvidia-dcgm-exporter-dra"] is False
+    no_section = gpu_cluster()
+    del no_section["spec"]["dcgmExporter"]
+    workloads = GPUClusterMode(no_section, "v26.7.0").workloads()
+    exporter = next(w for w in workloads if w.name == "nvidia-dcgm-exporter-dra")
+    assert (exporter.created, exporter.not_created) == (False, "no dcgmExporter section")
+    dcgm = next(
+        w for w in GPUClusterMode(gpu_cluster(dcgm={}), "v26.7.0").workloads() if w.name == "nvidia-dcgm-dra"
+    )
+    assert dcgm.not_created == "dcgm.enabled unset, off by default"
+    with_host_network = GPUClusterMode(gpu_cluster(dcgmExporter={"hostNetwork": True}), "v26.7.0").workloads()
+    assert next(w for w in with_host_network if w.name == "nvidia-dcgm-exporter-dra").scheduling.host_network
+
+
+def test_a_pod_claiming_gpus_runs_only_where_the_kubelet_plugin_does() -> None:
+    workloads = GPUClusterMode(gpu_cluster(), "v26.7.0").workloads()
+    validator = next(w for w in workloads if w.name == "nvidia-dra-validator")
+    labels = {GPU_PRESENT: "true", **dict.fromkeys(GPU_CLUSTER_STATE_LABELS, "true")}
+    assert blockers(validator, Node("n", labels, (TAINT,)), workloads) == []
+    opted_out = Node("n", {**labels, "nvidia.com/gpu.deploy.dra-driver": "false"}, (TAINT,))
+    assert blockers(validator, opted_out, workloads) == [
+        "its ResourceClaim needs a device that nvidia-dra-driver-kubelet-plugin publishes, and that does not run here"
+    ]
+
+
+def test_the_nvidia_driver_owns_gpu_nodes_and_places_its_driver(a100: PoolContract) -> None:
+    toleration = {"key": "team", "operator": "Exists", "effect": "NoSchedule"}
+    objects = [gpu_cluster(), nvidia_driver(default=True, driverType="gpu", tolerations=[toleration])]
+    mode = GPUClusterMode(objects[0], "v26.7.0", objects)
+    (driver,) = [w for w in mode.workloads() if w.source == "NVIDIADriver default"]
+    assert driver.role is Role.OPERAND
+    assert driver.scheduling.node_selector == {
+        "nvidia.com/gpu.deploy.driver": "true",
+        GPU_PRESENT: "true",
+        DRIVER_OWNER: "default",
+    }
+    assert driver.scheduling.tolerations == (GPU_TOLERATION, toleration)
+    labelled = mode.label({PCI: "true", **nfd_os_labels({})}, set(), a100)
+    assert labelled[DRIVER_OWNER] == "default"
+    assert blockers(driver, Node("n", labelled, (TAINT,)), []) == []
+    # Without NFD's OS labels there is no OS pool, so no driver DaemonSet for the node.
+    assert blockers(driver, Node("n", mode.label({PCI: "true"}, set(), a100), (TAINT,)), [])
+
+
+def test_a_matching_nvidia_driver_wins_over_the_default_and_two_matches_own_nothing(a100: PoolContract) -> None:
+    zone = {"zone": "a"}
+    one = [nvidia_driver(default=True), nvidia_driver("zone-a", nodeSelector=zone)]
+    assert GPUClusterMode(gpu_cluster(), "v26.7.0", one).label({PCI: "true", **zone}, set(), a100)[
+        DRIVER_OWNER
+    ] == ("zone-a")
+    assert (
+        GPUClusterMode(gpu_cluster(), "v26.7.0", one).label({PCI: "true"}, set(), a100)[DRIVER_OWNER] == "default"
+    )
+    two = [*one, nvidia_driver("any")]  # no nodeSelector: every GPU node
+    assert DRIVER_OWNER not in GPUClusterMode(gpu_cluster(), "v26.7.0", two).label(
+        {PCI: "true", **zone}, set(), a100
+    )
+    assert DRIVER_OWNER not in GPUClusterMode(gpu_cluster(), "v26.7.0", []).label({PCI: "true"}, set(), a100)
+
+
+def test_gpu_cluster_unmodelled_drivers_fail() -> None:
+    objects = [nvidia_driver("vgpu", driverType="vgpu-host-manager"), nvidia_driver("pre", usePrecompiled=True)]
+    problems = GPUClusterMode(gpu_cluster(), "v26.7.0", objects).unmodelled()
+    assert problems == [
+        "NVIDIADriver vgpu: driverType vgpu-host-manager is not modelled",
+        "NVIDIADriver pre: usePrecompiled (per-kernel DaemonSets) is not modelled",
+    ]
+    assert GPUClusterMode(gpu_cluster(), "v26.7.0", [nvidia_driver(driverType="gpu")]).unmodelled() == []
+
+
+@pytest.mark.parametrize("compute_domains", [False, True, None])
+def test_gpu_cluster_device_classes_are_the_plans_model_of_the_operators(
+    tmp_path: Path, compute_domains: bool | None
+) -> None:
+    spec = {"computeDomains": {}} if compute_domains is None else {"computeDomains": {"enabled": compute_domains}}
+    mode = GPUClusterMode(gpu_cluster(draDriver=spec), "v26.7.0")
+    # The CRD defaults computeDomains.enabled to true.
+    plan = gpu_operator_plan(tmp_path, compute_domains=compute_domains is not False)
+    classes = {(c["metadata"]["name"], c["spec"].get("extendedResourceName")) for c in mode.device_classes()}
+    assert classes == {(d.name, d.extended_resource_name) for d in plan.driver_classes}
+    assert all(name is None for _, name in classes)  # the operator's gpu.nvidia.com advertises nothing
+
+
+def test_operator_mode_finds_the_gpu_cluster_and_its_drivers() -> None:
+    objects = [gpu_cluster(), nvidia_driver(default=True)]
+    found = operator_mode(objects, "v26.7.0")
+    assert found.problems == () and isinstance(found.mode, GPUClusterMode)
+    assert found.mode.resource == "GPUCluster gpu-cluster"
+    assert [w.source for w in found.mode.workloads()][-1] == "NVIDIADriver default"
+
+
+@pytest.mark.parametrize(
+    ("core", "published"),
+    [({}, True), ({"labelSources": ["all", "-system"]}, False), ({"labelSources": ["pci"]}, False)],
+)
+def test_nfd_publishes_the_os_labels_unless_its_system_source_is_off(
+    core: dict[str, Any], published: bool
+) -> None:
+    assert (set(nfd_os_labels({"core": core})) == set(NFD_OS_LABELS)) is published
+
+
+def test_settling_in_the_gpu_cluster_mode(tmp_path: Path) -> None:
+    plan = gpu_operator_plan(tmp_path, mig=True)
+    (pool,) = plan.pools
+    nfd = Workload("nfd-worker", Role.NFD_WORKER, "chart", PodScheduling(tolerations=(GPU_TOLERATION,)))
+    mode = GPUClusterMode(gpu_cluster(), "v26.7.0")
+    workloads = [nfd, *mode.workloads()]
+    (node,) = pool_nodes(plan.definition.node_pools[0], pool)[1]
+    settled = settle(node, workloads, mode, {"sources": {"pci": {"deviceLabelFields": ["vendor"]}}}, pool)
+    assert settled is not None
+    outcomes = {w.name: place(w, expectation(w.role, pool), [settled], workloads) for w in workloads}
+    assert {name: row.ok for name, row in outcomes.items()} == {
+        "nfd-worker": True,
+        DRA_PLUGIN: True,
+        "nvidia-dra-validator": True,
+        "nvidia-dcgm-dra": None,  # not created: the chart's default
+        "nvidia-dcgm-exporter-dra": True,
+    }
+    # Without NFD's worker on the node the operator never sees its GPUs: nothing follows.
+    blind = [Workload("nfd-worker", Role.NFD_WORKER, "chart", PodScheduling()), *mode.workloads()]
+    unlabelled = settle(node, blind, mode, {}, pool)
+    assert unlabelled is not None and unlabelled.labels == node.labels
+    assert place(blind[1], Expect.MUST, [unlabelled], blind).ok is False

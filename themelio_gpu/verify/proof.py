@@ -9,9 +9,11 @@ until nothing changes, then every DaemonSet is placed with the scheduler's filte
 
 Required, per pool: the NFD worker and every operand the operator creates run on every GPU pool; the
 device plugin runs on every device-plugin pool and on no DRA pool; the DRA kubelet plugin runs on every
-DRA pool and on no device-plugin pool; the MIG Manager runs on every MIG pool. Per cluster: no two
-DeviceClasses (ours or the charts') share an extended resource name or a name, and every object
-validates against the cluster's Kubernetes version.
+DRA pool and on no device-plugin pool; the MIG Manager runs on every MIG pool. Per cluster: the operator
+release renders the resource of the cluster's mode (a ClusterPolicy, or with `draDriver.managedBy:
+gpu-operator` a GPUCluster and no ClusterPolicy); no two DeviceClasses (ours, the charts' or those the
+operator creates) share an extended resource name or a name; every object validates against the
+cluster's Kubernetes version.
 """
 
 from __future__ import annotations
@@ -26,20 +28,29 @@ from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContra
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.helm.values import OPERATOR_CHART
 from themelio_gpu.plan.manifests import device_class_manifest
-from themelio_gpu.verify.operator_model import DEPLOY, OperatorMode, operator_mode
+from themelio_gpu.verify.operator_model import (
+    DEPLOY,
+    ClusterPolicyMode,
+    GPUClusterMode,
+    OperatorMode,
+    operator_mode,
+)
 from themelio_gpu.verify.placement import Node, why_not
 from themelio_gpu.verify.render import RenderedRelease
 from themelio_gpu.verify.validation import ValidationResult
 from themelio_gpu.verify.workloads import (
     NFD_LABEL_PREFIX,
+    NFD_OS_LABELS,
     Role,
     Workload,
     chart_workloads,
     nfd_labels,
+    nfd_os_labels,
     nfd_worker_config,
 )
 
 KUBELET_LABELS = {"kubernetes.io/os": "linux"}
+NFD_OS_GROUP = f"{NFD_LABEL_PREFIX}system-os_release."
 MAX_ROUNDS = 10
 
 
@@ -134,6 +145,20 @@ def pool_nodes(pool: NodePool, contract: PoolContract) -> tuple[str, tuple[Node,
     return how, tuple(nodes)
 
 
+def blockers(workload: Workload, node: Node, workloads: Sequence[Workload]) -> list[str]:
+    """Why the workload's pods cannot run on the node ([] when they can): the scheduler's node filters, and
+    for a pod that claims DRA devices, the kubelet plugin that would publish them on that node."""
+    reasons = why_not(workload.scheduling, node)
+    if workload.needs_devices_from is not None:
+        plugin = next((w for w in workloads if w.name == workload.needs_devices_from), None)
+        if plugin is None or not plugin.created or why_not(plugin.scheduling, node):
+            reasons.append(
+                f"its ResourceClaim needs a device that {workload.needs_devices_from} publishes, "
+                "and that does not run here"
+            )
+    return reasons
+
+
 def settle(
     node: Node,
     workloads: Sequence[Workload],
@@ -146,10 +171,11 @@ def settle(
     labels = dict(node.labels)
     for _ in range(MAX_ROUNDS):
         current = Node(node.name, labels, node.taints)
-        running = {w.name for w in workloads if w.created and not why_not(w.scheduling, current)}
+        running = {w.name for w in workloads if w.created and not blockers(w, current, workloads)}
         new = dict(node.labels)
         if any(w.role is Role.NFD_WORKER and w.name in running for w in workloads):
             new.update(nfd_labels(nfd_config, pool.product))
+            new.update(nfd_os_labels(nfd_config))
         if mode is not None:
             new = mode.label(new, running, pool)
         if new == labels:
@@ -161,7 +187,7 @@ def settle(
 # --- placing each DaemonSet -------------------------------------------------------------------------------
 
 
-def place(workload: Workload, expect: Expect, nodes: Sequence[Node]) -> Row:
+def place(workload: Workload, expect: Expect, nodes: Sequence[Node], workloads: Sequence[Workload] = ()) -> Row:
     if not workload.created:
         # An operand switched off in the values is a choice (dcgm, a host driver); the device plugin on a
         # device-plugin pool and the MIG Manager on a MIG pool are needed whatever the values say.
@@ -170,7 +196,7 @@ def place(workload: Workload, expect: Expect, nodes: Sequence[Node]) -> Row:
         return Row(
             workload.name, workload.source, expect, f"not created ({workload.not_created})", _ok(expect, False)
         )
-    results = [(n, why_not(workload.scheduling, n)) for n in nodes]
+    results = [(n, blockers(workload, n, workloads)) for n in nodes]
     blocked = [(n, reasons) for n, reasons in results if reasons]
     if not blocked:
         return Row(workload.name, workload.source, expect, "runs", _ok(expect, True))
@@ -220,10 +246,13 @@ def prove_cluster(
         operands = mode.workloads()
         workloads.extend(operands)
         created = sum(w.created for w in operands)
+        sources = ", ".join(dict.fromkeys(w.source for w in operands))
         proof.lines.append(
-            f"operands: {created} DaemonSets the operator creates from {mode.resource} (modelled; not in the chart)"
+            f"operands: {count(created, 'DaemonSet')} the operator creates from {sources} "
+            "(modelled; not in the chart)"
         )
         mode_problems.extend(mode.unmodelled())
+        mode_problems.extend(_wrong_mode(plan, mode))
     for problem in mode_problems:
         proof.failures.append(f"GPU Operator: {problem}")
 
@@ -254,7 +283,7 @@ def _prove_pool(
             "depends on labels its own running changes)"
         )
     pool = PoolProof(contract, how, tuple(s for s in settled if s is not None) or nodes, nodes[0].labels)
-    pool.rows = [place(w, expectation(w.role, contract), pool.nodes) for w in workloads]
+    pool.rows = [place(w, expectation(w.role, contract), pool.nodes, workloads) for w in workloads]
     for role in (Role.NFD_WORKER, Role.DRA_PLUGIN):
         if not any(w.role is role for w in workloads) and expectation(role, contract) is Expect.MUST:
             pool.rows.append(Row(role.value, "-", Expect.MUST, "no such DaemonSet is rendered", False))
@@ -270,6 +299,15 @@ def _prove_pool(
     return pool
 
 
+def _wrong_mode(plan: ClusterPlan, mode: OperatorMode) -> list[str]:
+    """The operator must run in the cluster's mode: draDriver.managedBy says which resource it reads."""
+    wanted = GPUClusterMode.kind if plan.definition.dra_by_gpu_operator else ClusterPolicyMode.kind
+    if mode.kind == wanted:
+        return []
+    setting = f"draDriver.managedBy: {plan.definition.dra_driver.managed_by.value}"
+    return [f"{setting} needs a {wanted} and no {mode.kind}, but the operator release renders {mode.resource}"]
+
+
 def _check_device_classes(
     proof: ClusterProof, plan: ClusterPlan, rendered: Sequence[RenderedRelease], mode: OperatorMode | None
 ) -> None:
@@ -280,6 +318,7 @@ def _check_device_classes(
         classes.extend(
             (f"chart {release.spec.name}", o) for o in release.objects if o.get("kind") == "DeviceClass"
         )
+    ours_and_charts = len(classes)
     if mode is not None:
         classes.extend((mode.resource, o) for o in mode.device_classes())
     by_resource: dict[str, list[str]] = {}
@@ -300,9 +339,10 @@ def _check_device_classes(
         if len(sources) > 1:
             proof.failures.append(f"DeviceClass {name} is created by {' and '.join(sources)}")
     ours = len(plan.device_classes)
+    made = f", {len(classes) - ours_and_charts} the operator creates" if mode and mode.device_classes() else ""
     proof.lines.append(
-        f"DeviceClasses: {len(classes)} ({ours} from this stack, {len(classes) - ours} from the charts), "
-        f"{len(by_resource)} extended resource names"
+        f"DeviceClasses: {len(classes)} ({ours} from this stack, {ours_and_charts - ours} from the charts{made}), "
+        f"{count(len(by_resource), 'extended resource name')}"
     )
 
 
@@ -327,10 +367,11 @@ def count(n: int, noun: str) -> str:
 
 def _runtime_labels(pool: PoolProof) -> str:
     added = sorted({k for n in pool.nodes for k in n.labels if k not in pool.base_labels})
-    deploy = [k for k in added if k.startswith(DEPLOY)]
-    shown = [k for k in added if not k.startswith(DEPLOY)]
-    if deploy:
-        shown.append(f"{DEPLOY}* ({len(deploy)})")
+    shown = [k for k in added if not k.startswith(DEPLOY) and k not in NFD_OS_LABELS]
+    for group, keys in ((NFD_OS_GROUP, NFD_OS_LABELS), (DEPLOY, [k for k in added if k.startswith(DEPLOY)])):
+        found = [k for k in keys if k in added]
+        if found:
+            shown.append(f"{group}* ({len(found)})")
     if not any(k.startswith(NFD_LABEL_PREFIX) for k in added):
         shown.append("no NFD label: NFD's worker does not run here, so the operator never sees a GPU")
     return ", ".join(shown)

@@ -39,6 +39,9 @@ class Workload:
     created: bool = True
     not_created: str = ""
     """Why it is not created, when it is not (e.g. `devicePlugin.enabled=false`)."""
+    needs_devices_from: str | None = None
+    """The DaemonSet whose DRA kubelet plugin publishes the devices this pod's ResourceClaim asks for: the
+    scheduler places the pod only on a node where that plugin runs (it publishes the node's ResourceSlice)."""
 
 
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"
@@ -48,6 +51,10 @@ GPU_PCI_CLASS = "0302"
 NVIDIA_PCI_VENDOR = "10de"
 NFD_DEFAULT_CLASSES = ("03", "0b40", "12")
 NFD_DEFAULT_FIELDS = ("class", "vendor")
+# NFD's `system` source: the OS of the node (nfd source/system). The values are the node's own, which the
+# model does not know; only the keys matter (the NVIDIADriver's DaemonSets select each node's own values).
+NFD_OS_LABELS = (f"{NFD_LABEL_PREFIX}system-os_release.ID", f"{NFD_LABEL_PREFIX}system-os_release.VERSION_ID")
+NFD_OS_UNKNOWN = "from-os-release"
 
 
 def _is_nfd(obj: Mapping[str, Any]) -> bool:
@@ -100,3 +107,11 @@ def nfd_labels(config: Mapping[str, Any], product: GpuProduct) -> dict[str, str]
     if any(p is None for p in parts):
         return {}  # subsystem IDs are not in the catalog: the label cannot be predicted
     return {f"{NFD_LABEL_PREFIX}pci-{'_'.join(str(p) for p in parts)}.present": "true"}
+
+
+def nfd_os_labels(config: Mapping[str, Any]) -> dict[str, str]:
+    """The OS labels of NFD's `system` source, unless the config's `core.labelSources` leaves it out."""
+    sources = [str(s) for s in (config.get("core") or {}).get("labelSources") or ("all",)]
+    if "-system" in sources or not ({"all", "system"} & set(sources)):
+        return {}
+    return dict.fromkeys(NFD_OS_LABELS, NFD_OS_UNKNOWN)
