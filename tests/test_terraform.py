@@ -37,7 +37,7 @@ EXAMPLE_STACKS = ("gpu-east", "gpu-lab", "gpu-west")
 
 @pytest.fixture(scope="session")
 def fixture_fleet() -> Fleet:
-    return load_fleet(FLEET / "catalog.yaml", FLEET / "stacks")
+    return load_fleet(FLEET / "catalog" / "gpu-catalog.yaml", FLEET / "stacks")
 
 
 @pytest.fixture(scope="session")
@@ -250,7 +250,7 @@ def test_a_stack_terraform_rejects_fails_the_check_with_terraform_s_message(
 def test_without_outdir_it_synthesizes_the_chosen_clusters_into_a_temporary_folder(
     terraform_cli_config: Path, tmp_path: Path
 ) -> None:
-    inputs = ["--catalog", str(FLEET / "catalog.yaml"), "--stacks-dir", str(FLEET / "stacks")]
+    inputs = ["--catalog", str(FLEET / "catalog" / "gpu-catalog.yaml"), "--stacks-dir", str(FLEET / "stacks")]
     run = run_check([*inputs, "--cluster", "tf-http", "--no-plan"], terraform_cli_config, tmp_path / "scratch")
     assert run.code == 0, run.out + run.err
     assert run.line("tf-http").startswith("tf-http: init ok") and "validate ok" in run.line("tf-http")
