@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import cluster, fleet_of, problems_of
+from tests.builders import EXAMPLE_CATALOG, cluster, fleet_of, problems_of
 
 ALL_COMPONENTS = ["kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet"]
 
@@ -234,11 +234,11 @@ def test_missing_stacks_folder_and_empty_folder(tmp_path: Path) -> None:
     from themelio_gpu.plan.fleet import load_fleet
 
     with pytest.raises(InputError) as missing:
-        load_fleet(Path("catalog/gpu-catalog.yaml"), tmp_path / "nope")
+        load_fleet(EXAMPLE_CATALOG, tmp_path / "nope")
     assert "folder of cluster definitions not found" in missing.value.render()
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError) as empty:
-        load_fleet(Path("catalog/gpu-catalog.yaml"), tmp_path / "empty")
+        load_fleet(EXAMPLE_CATALOG, tmp_path / "empty")
     assert "no cluster definitions (*.yaml) in this folder" in empty.value.render()
 
 
@@ -250,5 +250,5 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     stacks.mkdir()
     (stacks / "broken.yaml").write_text("name: x\noffering: [a\n", encoding="utf-8")
     with pytest.raises(InputError) as error:
-        load_fleet(Path("catalog/gpu-catalog.yaml"), stacks)
+        load_fleet(EXAMPLE_CATALOG, stacks)
     assert error.value.render().startswith(f"{stacks}/broken.yaml: line 3, column 1: invalid YAML")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import SNAPSHOTS
+from tests.conftest import FIXTURE_SNAPSHOTS
 from tests.snapshot import assert_matches_snapshot
 from themelio_gpu.cli import contract_files
 from themelio_gpu.outputs.contracts import (
@@ -33,7 +33,7 @@ StackJson = Callable[[str], dict[str, Any]]
 )
 def test_contract_files_match_reviewed_snapshots(example_fleet: Fleet, name: str, update_snapshots: bool) -> None:
     assert_matches_snapshot(
-        SNAPSHOTS / "catalog" / name, contract_files(example_fleet.catalog)[name], update_snapshots
+        FIXTURE_SNAPSHOTS / "catalog" / name, contract_files(example_fleet.catalog)[name], update_snapshots
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS
 from tests.fakeapi import SCENARIOS, FakeApiServer, _label_matcher, _matches
 from themelio_gpu.live.preflight import (
     DEVICE_CLASSES,
@@ -185,7 +186,7 @@ def test_version_mismatch_fails(east: ClusterPlan) -> None:
     assert code == 1
     line = only(lines, "FAIL", "server-version")
     assert "the server runs v1.35.0, the definition declares kubernetesVersion 1.34.2" in line
-    assert "stacks/gpu-east.yaml" in line
+    assert east.file in line
 
 
 def test_older_patch_release_is_a_warning(east: ClusterPlan, tmp_path: Path) -> None:
@@ -253,12 +254,12 @@ def east_variant(
     change_catalog: Callable[[dict[str, Any]], None] | None = None,
 ) -> ClusterPlan:
     """gpu-east with `change` applied to its definition (and the catalog's), planned from copies in tmp_path."""
-    data = yaml.safe_load((ROOT / "stacks" / "gpu-east.yaml").read_text())
+    data = yaml.safe_load((EXAMPLE_STACKS / "gpu-east.yaml").read_text())
     change(data)
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     (stacks / "gpu-east.yaml").write_text(yaml.safe_dump(data))
-    catalog = ROOT / "catalog" / "gpu-catalog.yaml"
+    catalog = EXAMPLE_CATALOG
     if change_catalog is not None:
         catalog_data = yaml.safe_load(catalog.read_text())
         change_catalog(catalog_data)
