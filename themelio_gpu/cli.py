@@ -26,7 +26,7 @@ from themelio_gpu.outputs.contracts import (
 )
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import Fleet, load_fleet
-from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, input_paths
+from themelio_gpu.settings import CATALOG_ENV, DEFAULT_OUTDIR, STACKS_DIR_ENV, input_paths
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -206,13 +206,34 @@ def _check(args: argparse.Namespace) -> int:
     from themelio_gpu.outputs.synth import synthesize
     from themelio_gpu.verify.drift import compare_folders, render_diff
 
-    fleet = _load(args)
     against = Path(args.against)
+    if not against.is_dir():
+        problems = Problems()
+        what = "is not a folder" if against.exists() else "folder not found"
+        problems.add(
+            display_path(against),
+            "",
+            f"{what}: synthesize into it first (`python main.py --outdir {args.against}`)",
+        )
+        problems.raise_if_any()
+    fleet = _load(args)
     with tempfile.TemporaryDirectory(prefix="themelio-check-") as tmp:
         synthesize(fleet, Path(tmp), progress=None)
         diff = compare_folders(against, Path(tmp))
-    print(render_diff(diff, display_path(against)))
+    print(render_diff(diff, display_path(against), _resynthesize_command(args)))
     return EXIT_OK if diff.identical else EXIT_FAILED
+
+
+def _resynthesize_command(args: argparse.Namespace) -> str:
+    """The `main.py` command that rewrites the checked folder from the same inputs."""
+    words = ["python main.py"]
+    if args.catalog:
+        words.append(f"--catalog {args.catalog}")
+    if args.stacks_dir:
+        words.append(f"--stacks-dir {args.stacks_dir}")
+    if Path(args.against) != Path(DEFAULT_OUTDIR):
+        words.append(f"--outdir {args.against}")
+    return " ".join(words)
 
 
 def _preflight(args: argparse.Namespace) -> int:
@@ -272,7 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="exit 1 when the synthesized output differs from a folder")
     _add_input_flags(check)
-    check.add_argument("--against", default="cdktf.out", help="committed synthesized output (default: cdktf.out)")
+    check.add_argument(
+        "--against", default=DEFAULT_OUTDIR, help=f"committed synthesized output (default: {DEFAULT_OUTDIR})"
+    )
     check.set_defaults(run=_check)
 
     preflight = commands.add_parser("preflight", help="read-only checks of a live cluster against its definition")
