@@ -19,7 +19,15 @@ from themelio_gpu.inputs.catalog.products import PRODUCTS, mig_profile_resource_
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import display_path, load_yaml_file, validate_model
+from themelio_gpu.inputs.secrets import find_secrets
+from themelio_gpu.inputs.yaml_input import (
+    YamlDocument,
+    add_positions,
+    display_path,
+    format_location,
+    load_yaml_document,
+    validate_model,
+)
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
     UnsupportedChartVersion,
@@ -89,15 +97,23 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
     """The checked fleet; raises InputError listing every problem in every file."""
     problems = Problems()
     catalog = load_catalog(catalog_path, problems, display_path(catalog_path))
+    # The cluster files are read and checked even when the catalog is broken: one run shows everything.
+    documents: dict[str, YamlDocument] = {}
+    secrets: list[str] = []
     definitions: list[tuple[str, ClusterDefinition]] = []
     for path in cluster_definition_files(stacks_dir, problems):
         shown = display_path(path)
-        data = load_yaml_file(path, problems, shown)
-        if data is None:
-            if not any(p.file == shown for p in problems):
+        before = len(problems)
+        document = load_yaml_document(path, problems, shown)
+        if document is None or document.data is None:
+            if len(problems) == before:
                 problems.add(shown, "", "the file is empty")
             continue
-        definition = validate_model(ClusterDefinition, data, shown, problems)
+        documents[shown] = document
+        for finding in find_secrets(document.data):
+            problems.add(shown, format_location(finding.path), finding.message)
+            secrets += [finding.secret] if finding.secret else []
+        definition = validate_model(ClusterDefinition, document.data, shown, problems, document=document)
         if definition is not None:
             definitions.append((shown, definition))
     seen: dict[str, str] = {}
@@ -106,24 +122,29 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
             problems.add(file, "name", f"cluster {definition.name!r} is also defined in {seen[definition.name]}")
         seen.setdefault(definition.name, file)
     plans = []
-    if catalog is not None:
-        for file, definition in definitions:
-            plan = plan_cluster(catalog, definition, file, problems)
-            if plan is not None:
-                plans.append(plan)
+    for file, definition in definitions:
+        plan = plan_cluster(catalog, definition, file, problems)
+        if plan is not None:
+            plans.append(plan)
+    problems.redact(secrets)
+    add_positions(problems, documents)
     problems.raise_if_any()
     assert catalog is not None  # no problems means the catalog loaded
     return Fleet(catalog=catalog, clusters=tuple(sorted(plans, key=lambda p: p.name)))
 
 
 def plan_cluster(
-    catalog: Catalog, cluster: ClusterDefinition, file: str, problems: Problems
+    catalog: Catalog | None, cluster: ClusterDefinition, file: str, problems: Problems
 ) -> ClusterPlan | None:
+    """The cluster's plan, or None with its problems recorded.
+
+    Without a catalog (it failed to load) every check that does not need one still runs, and None is returned.
+    """
     count = len(problems)
     for message in k8s_names.dns1123_label(cluster.name):
         problems.add(file, "name", message)
 
-    offerings = _served_offerings(catalog, cluster, file, problems)
+    offerings = _served_offerings(catalog, cluster, file, problems) if catalog is not None else ()
     pools = _pool_contracts(cluster, file, problems)
     dra = any(p.dra for p in cluster.node_pools)
     if dra:
@@ -171,7 +192,7 @@ def plan_cluster(
         )
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, "gpuOperator.namespace", message)
-    if len(problems) > count:
+    if len(problems) > count or catalog is None:
         return None
     return ClusterPlan(
         definition=cluster,
