@@ -1,0 +1,88 @@
+"""The command line describes itself: --help for every command and argument, --version, and commands that
+write only where asked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from themelio_gpu import __version__
+from themelio_gpu.cli import CONTRACT_FILES, build_parser
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def parsers(parser: argparse.ArgumentParser, name: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for command, sub in action.choices.items():
+                assert helps.get(command), f"`{name} {command}` has no summary in `{name} --help`"
+                yield from parsers(sub, f"{name} {command}")
+
+
+def test_help_describes_every_command_and_argument() -> None:
+    for name, parser in parsers(build_parser(), "themelio_gpu"):
+        assert parser.description, f"`{name} --help` has no description"
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"`{name}`: {action.option_strings or action.dest} has no help"
+
+
+def test_help_runs_for_every_command() -> None:
+    result = run("-m", "themelio_gpu", "preflight", "--help")
+    assert result.returncode == 0
+    assert "$KUBECONFIG" in result.stdout
+    assert "exit codes: 0 success" in result.stdout
+    main_help = run("main.py", "--help")
+    assert main_help.returncode == 0 and "--outdir DIR" in main_help.stdout
+
+
+def test_version_comes_from_one_place() -> None:
+    for args in (("-m", "themelio_gpu", "--version"), ("main.py", "--version")):
+        result = run(*args)
+        assert result.returncode == 0
+        assert result.stdout.startswith(f"themelio-gpu {__version__} (cdktf 0.21.0)")
+    # The npm metadata carries the same version (it cannot be read from the Python package).
+    assert json.loads((ROOT / "package.json").read_text())["version"] == __version__
+
+
+def test_catalog_export_prints_unless_a_folder_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = sorted(
+        p.relative_to(ROOT) for p in ROOT.rglob("*") if ".venv" not in p.parts and ".git" not in p.parts
+    )
+    result = run("-m", "themelio_gpu", "catalog", "export")
+    assert result.returncode == 0, result.stderr
+    documents = result.stdout.split("--- # ")[1:]
+    assert [d.split("\n", 1)[0] for d in documents] == list(CONTRACT_FILES)
+    assert len(list(yaml.safe_load_all(result.stdout))) == len(CONTRACT_FILES)
+    after = sorted(
+        p.relative_to(ROOT) for p in ROOT.rglob("*") if ".venv" not in p.parts and ".git" not in p.parts
+    )
+    assert [p for p in after if p not in before and "__pycache__" not in p.parts] == []
+    assert run("-m", "themelio_gpu", "catalog", "export", "--outdir", str(tmp_path / "x")).returncode == 0
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == sorted(CONTRACT_FILES)
+
+
+def test_catalog_quota_checks_the_namespace_and_lists_known_names() -> None:
+    result = run("-m", "themelio_gpu", "catalog", "quota", "--namespace", "Team_A", "nvidia.com/a10=2")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(
+        "command line: --namespace Team_A: not a valid namespace: 'Team_A' is not a DNS-1123"
+    )
+    assert lines[1].startswith("command line: nvidia.com/a10=2: nvidia.com/a10 is not in the catalog; known: ")
+    assert "nvidia.com/a10g" in lines[1] and "nvidia.com/mig-1g.5gb" in lines[1]
+    assert lines[-1] == "2 problems found; nothing was written."
