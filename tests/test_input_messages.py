@@ -142,3 +142,23 @@ def test_locations_parse_back_into_paths() -> None:
     assert document.position(["a", 0, "y"]) == "line 3, column 5"
     assert document.position(["a", 0, "y", 1]) == "line 3, column 12"
     assert document.position(["a", 0, "missing"]) == "line 2, column 5"  # the mapping that lacks it
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: &a [*a]\n", "line 1, column 4: invalid YAML: an alias refers to a value containing it"),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcde", "bcdef", strict=True)),
+            "invalid YAML: aliases expand the document to more than 100000 values",
+        ),
+        ("? [a, b]\n: 1\n", "line 1, column 3: invalid YAML: a key must be a plain value such as a name"),
+        ("a: " + "[" * 3000 + "]" * 3000 + "\n", "invalid YAML: nested too deeply"),
+        ("name: a\nname: b\n", "line 2, column 1: invalid YAML: duplicate key 'name'"),
+    ],
+    ids=["recursive alias", "alias bomb", "list as key", "deep nesting", "duplicate key"],
+)
+def test_hostile_yaml_is_one_message(tmp_path: Path, text: str, message: str) -> None:
+    found = problems(tmp_path, text)
+    assert len(found) == 1 and found[0].startswith(f"stacks/a.yaml: {message}"), found

@@ -10,7 +10,7 @@ import dataclasses
 import difflib
 import re
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
@@ -38,6 +38,13 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, Hashable):
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "a key must be a plain value such as a name, not a list or a mapping",
+                key_node.start_mark,
+            )
         if key in seen:
             mark = key_node.start_mark
             raise yaml.constructor.ConstructorError(
@@ -128,11 +135,55 @@ def load_yaml_document(path: Path, problems: Problems, shown_as: str | None = No
     return parse_yaml_document(text, name, problems)
 
 
+MAX_VALUES = 100_000
+"""More values than any catalog or fleet file has; a document expanding past it through aliases is refused."""
+
+
+class _AliasError(Exception):
+    pass
+
+
+def _check_aliases(root: yaml.Node) -> None:
+    """Refuse a document whose aliases (`*name`) refer to themselves or expand it past MAX_VALUES values."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            mark = node.start_mark
+            raise _AliasError(
+                f"line {mark.line + 1}, column {mark.column + 1}", "an alias refers to a value containing it"
+            )
+        open_nodes.add(key)
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = []
+        total = 1 + sum(size(child) for child in children)
+        open_nodes.discard(key)
+        if total > MAX_VALUES:
+            raise _AliasError("", f"aliases expand the document to more than {MAX_VALUES} values; write them out")
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
 def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocument | None:
     loader = _UniqueKeyLoader(text)
     try:
         root = loader.get_single_node()
+        if root is not None:
+            _check_aliases(root)
         return YamlDocument(loader.construct_document(root) if root is not None else None, root)
+    except _AliasError as error:
+        where, what = error.args
+        problems.add(name, where, f"invalid YAML: {what}")
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
