@@ -261,9 +261,7 @@ def _check(args: argparse.Namespace) -> int:
         problems = Problems()
         what = "is not a folder" if against.exists() else "folder not found"
         problems.add(
-            display_path(against),
-            "",
-            f"{what}: synthesize into it first (`python main.py --outdir {args.against}`)",
+            display_path(against), "", f"{what}: synthesize into it first (`{_resynthesize_command(args)}`)"
         )
         problems.raise_if_any()
     fleet = _load(args)
