@@ -184,6 +184,15 @@ class Finding:
     """The text to redact from every other message (None when only a name gave it away)."""
 
 
+def _get(data: Any, *keys: str) -> Any:
+    """data[k1][k2]... of a parsed document, or None where a level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
 def _walk(data: Any, path: Path) -> Iterator[tuple[Path, Any]]:
     yield path, data
     if isinstance(data, Mapping):
@@ -222,11 +231,8 @@ def find_secrets(document: Any, catalog: bool = False) -> list[Finding]:
             advice = _advice(path, catalog)
             findings[path] = Finding(path, f"{what}; {_NEVER}. {advice[0].upper()}{advice[1:]}", secret)
 
-    if not catalog and isinstance(document, Mapping):
-        access = document.get("access")
-        exec_plugin = access.get("api", {}).get("exec", {}) if isinstance(access, Mapping) else {}
-        exec_plugin = exec_plugin if isinstance(exec_plugin, Mapping) else {}
-        args = exec_plugin.get("args")
+    if not catalog:
+        args = _get(document, "access", "api", "exec", "args")
         for index, arg in enumerate(args if isinstance(args, list) else []):
             flag = credential_flag(arg) if isinstance(arg, str) else None
             if flag is not None:
@@ -235,15 +241,12 @@ def find_secrets(document: Any, catalog: bool = False) -> list[Finding]:
                     f"{flag} passes a credential on the command line",
                     None,
                 )
-        env = exec_plugin.get("env")
+        env = _get(document, "access", "api", "exec", "env")
         for name in env if isinstance(env, Mapping) else {}:
             if isinstance(name, str) and is_secret_name(name):
                 add(("access", "api", "exec", "env", name), f"{name} is named like a credential", None)
         for release in ("gpuOperator", "draDriver"):
-            values = (
-                document.get(release, {}).get("values") if isinstance(document.get(release), Mapping) else None
-            )
-            for path, what in _named_secrets(values, (release, "values")):
+            for path, what in _named_secrets(_get(document, release, "values"), (release, "values")):
                 add(path, what, None)
 
     for path, node in _walk(document, ()):
