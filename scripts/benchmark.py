@@ -2,7 +2,7 @@
 """Synthesis benchmark: how long GitOps pipelines wait for `main.py`, and what grows with the fleet.
 
 Usage (from the project root; `make bench` runs it with the defaults):
-    pipenv run python scripts/benchmark.py [--sizes 1,10,50,100] [--repeat 3] [--out FILE] [--keep]
+    .venv/bin/python scripts/benchmark.py [--sizes 1,10,50,100] [--repeat 3] [--out FILE] [--keep]
 
 What it measures, in one run (ratios only mean something within one run on the same machine):
 1. Synthetic fleets of N clusters, generated into a temporary folder from a synthetic catalog derived

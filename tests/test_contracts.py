@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import SNAPSHOTS
+from tests.conftest import FIXTURE_SNAPSHOTS
 from tests.snapshot import assert_matches_snapshot
 from tests.test_quota import fleet
 from themelio_gpu.cli import cluster_contract_files, contract_files
@@ -31,7 +31,7 @@ StackJson = Callable[[str], dict[str, Any]]
 )
 def test_contract_files_match_reviewed_snapshots(example_fleet: Fleet, name: str, update_snapshots: bool) -> None:
     assert_matches_snapshot(
-        SNAPSHOTS / "catalog" / name, contract_files(example_fleet.catalog)[name], update_snapshots
+        FIXTURE_SNAPSHOTS / "catalog" / name, contract_files(example_fleet.catalog)[name], update_snapshots
     )
 
 
@@ -52,7 +52,9 @@ def test_cluster_files_match_reviewed_snapshots(cluster: str, name: str, update_
     plan = fleet("chart-gpu").cluster(cluster)
     assert plan is not None
     assert_matches_snapshot(
-        SNAPSHOTS / "catalog" / "clusters" / cluster / name, cluster_contract_files(plan)[name], update_snapshots
+        FIXTURE_SNAPSHOTS / "catalog" / "clusters" / cluster / name,
+        cluster_contract_files(plan)[name],
+        update_snapshots,
     )
 
 

@@ -58,12 +58,6 @@ def advertisers(plan: ClusterPlan) -> Counter[str]:
 # --- Planned ---------------------------------------------------------------------------------------------
 
 
-def test_the_example_cluster_is_the_fixture_cluster(example_fleet: Fleet, fleet: Fleet) -> None:
-    example = example_fleet.cluster("gpu-next")
-    assert example is not None
-    assert example.definition == plan_of(fleet, "gpu-next").definition
-
-
 @pytest.mark.parametrize("name", ["gpu-forge", "gpu-next"])
 def test_one_operator_release_with_a_gpu_cluster_and_no_cluster_policy(fleet: Fleet, name: str) -> None:
     plan = plan_of(fleet, name)
@@ -250,7 +244,7 @@ def test_a_too_old_operator_is_one_message_not_one_per_missing_key(tmp_path: Pat
         "stacks/00-gpu-next.yaml: gpuOperator.version: draDriver.managedBy: gpu-operator needs GPU Operator "
         "v26.7.0 or later (the GPUCluster resource is new in v26.7.0), but the cluster pins v26.3.3. Set "
         "gpuOperator.version: v26.7.0, or keep draDriver.managedBy: chart (a ClusterPolicy and a separate DRA "
-        "driver release)"
+        "driver release) (line 12, column 3)"
     ]
 
 

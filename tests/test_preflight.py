@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS
 from tests.fakeapi import SCENARIOS, FakeApiServer, _label_matcher, _matches
 from themelio_gpu.live.preflight import (
     DEVICE_CLASSES,
@@ -161,7 +162,10 @@ def test_the_only_write_is_one_dry_run_probe(east: ClusterPlan) -> None:
 def test_every_scenario_has_a_test() -> None:
     # run() checks the read-only promise, so each scenario folder must be exercised by some test here.
     source = Path(__file__).read_text()
-    untested = [p.name for p in SCENARIOS.iterdir() if p.is_dir() and f'"{p.name}")' not in source]
+    # A scenario is a folder with scenario.yaml (loading make_fixtures.py may leave a __pycache__ beside them).
+    scenarios = [p for p in SCENARIOS.iterdir() if (p / "scenario.yaml").is_file()]
+    assert scenarios
+    untested = [p.name for p in scenarios if f'"{p.name}")' not in source]
     assert not untested
 
 
@@ -196,7 +200,7 @@ def test_version_mismatch_fails(east: ClusterPlan) -> None:
     assert code == 1
     line = only(lines, "FAIL", "server-version")
     assert "the server runs v1.35.0, the definition declares kubernetesVersion 1.34.2" in line
-    assert "stacks/gpu-east.yaml" in line
+    assert east.file in line
 
 
 def test_older_patch_release_is_a_warning(east: ClusterPlan, tmp_path: Path) -> None:
@@ -327,12 +331,12 @@ def east_variant(
     change_catalog: Callable[[dict[str, Any]], None] | None = None,
 ) -> ClusterPlan:
     """gpu-east with `change` applied to its definition (and the catalog's), planned from copies in tmp_path."""
-    data = yaml.safe_load((ROOT / "stacks" / "gpu-east.yaml").read_text())
+    data = yaml.safe_load((EXAMPLE_STACKS / "gpu-east.yaml").read_text())
     change(data)
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     (stacks / "gpu-east.yaml").write_text(yaml.safe_dump(data))
-    catalog = ROOT / "catalog" / "gpu-catalog.yaml"
+    catalog = EXAMPLE_CATALOG
     if change_catalog is not None:
         catalog_data = yaml.safe_load(catalog.read_text())
         change_catalog(catalog_data)
@@ -403,6 +407,7 @@ def test_connects_with_the_definitions_kubeconfig_and_context(
 ) -> None:
     # gpu-east says path ~/.kube/config, context gpu-east: `~` must expand.
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
     with FakeApiServer.for_scenario("healthy") as server:
         write_kubeconfig(tmp_path / ".kube" / "config", server, "gpu-east")
         out = io.StringIO()
@@ -449,6 +454,67 @@ def test_missing_kubeconfig_is_one_fail_line(east: ClusterPlan, tmp_path: Path) 
     out = io.StringIO()
     assert run_preflight(east, out, kubeconfig=str(tmp_path / "missing.yaml")) == 1
     assert out.getvalue().splitlines()[0] == f"FAIL connection: kubeconfig {tmp_path}/missing.yaml not found"
+
+
+def test_kubeconfig_environment_variable_wins_over_the_definitions_path(
+    east: ClusterPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "no-home"))  # the definition's ~/.kube/config does not exist
+    with FakeApiServer.for_scenario("healthy") as server:
+        write_kubeconfig(tmp_path / "ci" / "kubeconfig", server, "gpu-east")
+        # A list, as kubectl reads it: files that do not exist are skipped.
+        monkeypatch.setenv("KUBECONFIG", f"{tmp_path}/absent.yaml:{tmp_path}/ci/kubeconfig")
+        out = io.StringIO()
+        assert run_preflight(east, out) == 0, out.getvalue()
+        # --kubeconfig still wins over the variable.
+        out = io.StringIO()
+        assert run_preflight(east, out, kubeconfig=str(tmp_path / "flag.yaml")) == 1
+        assert out.getvalue().splitlines()[0] == f"FAIL connection: kubeconfig {tmp_path}/flag.yaml not found"
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone.yaml"))
+    out = io.StringIO()
+    assert run_preflight(east, out) == 1
+    assert (
+        out.getvalue().splitlines()[0]
+        == f"FAIL connection: kubeconfig {tmp_path}/gone.yaml (from $KUBECONFIG) not found"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apiVersion: v1\nclusters: [\n", "is not valid YAML: line 3, column 1: expected the node content"),
+        ("apiVersion: v1\n\tkind: Config\n", "is not valid YAML: line 2, column 1"),
+        ("- a\n- b\n", "is not a kubeconfig (a mapping with clusters, users and contexts)"),
+        ("", "config file is empty"),
+    ],
+)
+def test_corrupt_kubeconfig_is_one_fail_line_without_a_traceback(
+    east: ClusterPlan, tmp_path: Path, text: str, message: str
+) -> None:
+    config = tmp_path / "config"
+    config.write_text(text)
+    out = io.StringIO()
+    assert run_preflight(east, out, kubeconfig=str(config)) == 1
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("FAIL connection: ") and message in lines[0], lines
+    assert len(lines) == 2
+
+
+def test_preflight_command_with_a_corrupt_kubeconfig_prints_no_traceback(tmp_path: Path) -> None:
+    import subprocess
+
+    config = tmp_path / "config"
+    config.write_text("clusters: [\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "themelio_gpu", "preflight", "gpu-east", "--kubeconfig", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    assert f"FAIL connection: kubeconfig {config} is not valid YAML" in result.stdout
 
 
 def test_unknown_context_is_one_fail_line(east: ClusterPlan, tmp_path: Path) -> None:

@@ -10,19 +10,22 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, fleet_of
-from tests.conftest import ROOT, SNAPSHOTS
-from tests.snapshot import assert_matches_snapshot
+from tests.conftest import EXAMPLE_CLUSTERS, FIXTURE_SNAPSHOTS, ROOT
+from tests.snapshot import assert_matches_snapshot, assert_no_stale_snapshots
 from themelio_gpu.plan.fleet import Fleet
 
 StackJson = Callable[[str], dict[str, Any]]
-EXAMPLE_CLUSTERS = ("gpu-east", "gpu-lab", "gpu-next", "gpu-west")
 SECRET = "tok-3x4mpl3-d0-n0t-l34k"
 
 
 @pytest.mark.parametrize("name", EXAMPLE_CLUSTERS)
 def test_stack_matches_reviewed_snapshot(name: str, synthesized: Path, update_snapshots: bool) -> None:
     actual = (synthesized / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8")
-    assert_matches_snapshot(SNAPSHOTS / "stacks" / f"{name}.cdk.tf.json", actual, update_snapshots)
+    assert_matches_snapshot(FIXTURE_SNAPSHOTS / "stacks" / f"{name}.cdk.tf.json", actual, update_snapshots)
+
+
+def test_no_snapshot_of_a_fixture_cluster_that_is_gone(update_snapshots: bool) -> None:
+    assert_no_stale_snapshots(FIXTURE_SNAPSHOTS / "stacks", ".cdk.tf.json", EXAMPLE_CLUSTERS, update_snapshots)
 
 
 def test_one_stack_per_cluster(synthesized: Path, example_fleet: Fleet) -> None:

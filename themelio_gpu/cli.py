@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from themelio_gpu import __version__
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS
@@ -35,7 +36,7 @@ from themelio_gpu.outputs.kueue import kueue_objects
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
-from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, input_paths
+from themelio_gpu.settings import CATALOG_ENV, DEFAULT_OUTDIR, STACKS_DIR_ENV, input_paths
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -45,9 +46,32 @@ EXIT_BAD_INPUT = 2
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
+EXIT_CODES = "exit codes: 0 success, 1 the check found a problem, 2 bad input (every problem is listed)"
+
+
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--catalog", help=f"catalog file (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)")
-    parser.add_argument("--stacks-dir", help=f"cluster definitions (default: ${STACKS_DIR_ENV} or stacks/)")
+    parser.add_argument(
+        "--catalog", metavar="FILE", help=f"the GPU catalog (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)"
+    )
+    parser.add_argument(
+        "--stacks-dir",
+        metavar="DIR",
+        help=f"folder of cluster definitions, one *.yaml per cluster (default: ${STACKS_DIR_ENV} or stacks/)",
+    )
+
+
+def _add_version_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", action="version", version=version_text(), help="print the version and exit")
+
+
+def version_text() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        cdktf = version("cdktf")
+    except PackageNotFoundError:
+        cdktf = "not installed"
+    return f"themelio-gpu {__version__} (cdktf {cdktf})"
 
 
 def _load(args: argparse.Namespace) -> Fleet:
@@ -90,7 +114,12 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 def _synth_parser(parser: argparse.ArgumentParser) -> None:
     _add_input_flags(parser)
-    parser.add_argument("--outdir", help="output folder (default: $CDKTF_OUTDIR or cdktf.out)")
+    parser.add_argument(
+        "--outdir",
+        metavar="DIR",
+        help=f"output folder; stack folders of clusters that no longer exist are removed from it "
+        f"(default: $CDKTF_OUTDIR or {DEFAULT_OUTDIR})",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines or summary")
 
 
@@ -105,8 +134,14 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def synth_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="main.py", description="Synthesize one Terraform stack per cluster.")
+    parser = argparse.ArgumentParser(
+        prog="main.py",
+        description="Synthesize one Terraform stack per cluster into <outdir>/stacks/<cluster>/cdk.tf.json. "
+        "Other commands: python -m themelio_gpu --help",
+        epilog="exit codes: 0 written, 2 bad input (every problem is listed; nothing is written)",
+    )
     _synth_parser(parser)
+    _add_version_flag(parser)
     args = parser.parse_args(argv)
     return report_input_errors(lambda: _synth(args))
 
@@ -203,6 +238,12 @@ def export_files(fleet: Fleet) -> dict[str, str]:
 def _catalog_export(args: argparse.Namespace) -> int:
     fleet = _load(args)
     files = export_files(fleet)  # everything computed before anything is written
+    if args.out is None:
+        # Nothing is written unless asked: the files go to stdout as one YAML stream, one document each.
+        for name, text in files.items():
+            print(f"--- # {name}")
+            print(text, end="")
+        return EXIT_OK
     out = Path(args.out)
     for name, text in files.items():
         path = out / name
@@ -212,11 +253,16 @@ def _catalog_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def check_namespace(namespace: str, problems: Problems, flag: str = "--namespace") -> None:
+    """A namespace given on the command line must be a valid Namespace name (a DNS-1123 label)."""
+    for message in k8s_names.dns1123_label(namespace):
+        problems.add("command line", f"{flag} {namespace}", f"not a valid namespace: {message}")
+
+
 def _catalog_quota(args: argparse.Namespace) -> int:
     fleet = _load(args)
     problems = Problems()
-    for message in k8s_names.dns1123_label(args.namespace):
-        problems.add("command line", f"--namespace {args.namespace}", message)
+    check_namespace(args.namespace, problems)
     requested: list[tuple[str, str, int]] = []
     for item in args.grants:
         name, sep, count = item.partition("=")
@@ -265,12 +311,19 @@ def _check(args: argparse.Namespace) -> int:
     from themelio_gpu.outputs.synth import synthesize
     from themelio_gpu.verify.drift import compare_folders, render_diff
 
-    fleet = _load(args)
     against = Path(args.against)
+    if not against.is_dir():
+        problems = Problems()
+        what = "is not a folder" if against.exists() else "folder not found"
+        problems.add(
+            display_path(against), "", f"{what}: synthesize into it first (`{_resynthesize_command(args)}`)"
+        )
+        problems.raise_if_any()
+    fleet = _load(args)
     with tempfile.TemporaryDirectory(prefix="themelio-check-") as tmp:
         synthesize(fleet, Path(tmp), progress=None)
         diff = compare_folders(against, Path(tmp))
-    print(render_diff(diff, display_path(against)))
+    print(render_diff(diff, display_path(against), _resynthesize_command(args)))
     return EXIT_OK if diff.identical else EXIT_FAILED
 
 
@@ -332,6 +385,18 @@ def _stacks_to_check(args: argparse.Namespace, tmp: Path) -> dict[str, Path]:
     return {name: path for name, path in stacks.items() if not wanted or name in wanted}
 
 
+def _resynthesize_command(args: argparse.Namespace) -> str:
+    """The `main.py` command that rewrites the checked folder from the same inputs."""
+    words = ["python main.py"]
+    if args.catalog:
+        words.append(f"--catalog {args.catalog}")
+    if args.stacks_dir:
+        words.append(f"--stacks-dir {args.stacks_dir}")
+    if Path(args.against) != Path(DEFAULT_OUTDIR):
+        words.append(f"--outdir {args.against}")
+    return " ".join(words)
+
+
 def _preflight(args: argparse.Namespace) -> int:
     from themelio_gpu.live.preflight import run_preflight
 
@@ -368,39 +433,57 @@ def _verify(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m themelio_gpu", description="Themelio GPU stacks")
-    commands = parser.add_subparsers(dest="command", required=True)
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, details: str = ""
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does (`summary` also shows in the parent's command list)."""
+    return commands.add_parser(
+        name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {details}".strip(), epilog=EXIT_CODES
+    )
 
-    synth = commands.add_parser("synth", help="synthesize every cluster (what main.py does)")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m themelio_gpu",
+        description="Themelio GPU stacks: one GPU catalog turned into one Terraform stack per Kubernetes cluster. "
+        "Every command reads the catalog and the cluster definitions (see --catalog and --stacks-dir).",
+        epilog=EXIT_CODES,
+    )
+    _add_version_flag(parser)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    synth = _command(commands, "synth", "synthesize every cluster (what main.py does)")
     _synth_parser(synth)
     synth.set_defaults(run=_synth)
 
-    validate = commands.add_parser("validate", help="check the catalog and every cluster definition")
+    validate = _command(commands, "validate", "check the catalog and every cluster definition", "Writes nothing.")
     _add_input_flags(validate)
     validate.set_defaults(run=_validate)
 
-    catalog = commands.add_parser("catalog", help="the GPU catalog").add_subparsers(
-        dest="catalog_command", required=True
+    catalog = _command(commands, "catalog", "the GPU catalog: validate, show, export, quota").add_subparsers(
+        dest="catalog_command", required=True, metavar="SUBCOMMAND"
     )
-    cv = catalog.add_parser("validate", help="check the catalog file alone")
+    cv = _command(catalog, "validate", "check the catalog file alone")
     _add_input_flags(cv)
     cv.set_defaults(run=_catalog_validate)
-    cs = catalog.add_parser("show", help="offerings, products, MIG profiles, quota keys, clusters")
+    cs = _command(catalog, "show", "table of offerings, products, MIG profiles, quota keys and serving clusters")
     _add_input_flags(cs)
     cs.set_defaults(run=_catalog_show)
-    ce = catalog.add_parser(
-        "export", help="write the Kubeflow and gpuLabel files, and per cluster Waldur, quota and Kueue files"
+    ce = _command(
+        catalog,
+        "export",
+        "the Kubeflow and gpuLabel files, and per cluster the Waldur, quota, Kueue and Notebooks 2.0 files",
+        "Printed to stdout as one YAML stream unless --out is given.",
     )
     _add_input_flags(ce)
-    ce.add_argument("--out", default="catalog/generated", help="folder to write (default: catalog/generated)")
+    ce.add_argument("--out", "--outdir", metavar="DIR", help="write the files into DIR instead of printing them")
     ce.set_defaults(run=_catalog_export)
-    cq = catalog.add_parser(
-        "quota", help="a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path"
+    cq = _command(
+        catalog, "quota", "a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path"
     )
     _add_input_flags(cq)
     cq.add_argument("--cluster", required=True, help="the cluster whose DeviceClasses the quota must close")
-    cq.add_argument("--namespace", required=True)
+    cq.add_argument("--namespace", required=True, help="the namespace the quota is for (a DNS-1123 label)")
     cq.add_argument(
         "grants",
         nargs="*",
@@ -409,23 +492,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cq.set_defaults(run=_catalog_quota)
 
-    schema = commands.add_parser("schema", help="rewrite the JSON Schemas of the catalog and cluster files")
+    schema = _command(
+        commands,
+        "schema",
+        "rewrite the JSON Schemas of the catalog and cluster files",
+        "Writes catalog/gpu-catalog.schema.json and stacks/cluster.schema.json.",
+    )
     schema.set_defaults(run=_schema)
 
-    match = commands.add_parser("match", help="which devices each offering's DeviceClass selects (offline)")
+    match = _command(
+        commands,
+        "match",
+        "which devices each offering's DeviceClass selects (offline dry run of the CEL selectors)",
+    )
     _add_input_flags(match)
-    match.add_argument("--slices", required=True, help="kubectl get resourceslices -o json (or -o yaml) output")
+    match.add_argument(
+        "--slices", required=True, metavar="FILE", help="kubectl get resourceslices -o json (or -o yaml) output"
+    )
     match.add_argument("--cluster", help="cluster whose classes to use (default: every offering in the catalog)")
     match.add_argument("--json", action="store_true", help="print the report as JSON")
     match.set_defaults(run=_match)
 
-    check = commands.add_parser("check", help="exit 1 when the synthesized output differs from a folder")
+    check = _command(
+        commands,
+        "check",
+        "exit 1 when a synthesized folder differs from what the inputs synthesize",
+        "Synthesizes into a temporary folder and prints the differences and what to run.",
+    )
     _add_input_flags(check)
-    check.add_argument("--against", default="cdktf.out", help="committed synthesized output (default: cdktf.out)")
+    check.add_argument(
+        "--against",
+        default=DEFAULT_OUTDIR,
+        metavar="DIR",
+        help=f"the committed synthesized output (default: {DEFAULT_OUTDIR})",
+    )
     check.set_defaults(run=_check)
 
-    terraform = commands.add_parser(
-        "terraform-check", help="terraform init, validate and plan (backend removed) on every synthesized stack"
+    terraform = _command(
+        commands,
+        "terraform-check",
+        "terraform init, validate and plan (backend removed) on every synthesized stack",
+        "Providers come from wherever Terraform gets them: the registry, or a mirror named in TF_CLI_CONFIG_FILE.",
     )
     _add_input_flags(terraform)
     terraform.add_argument(
@@ -440,15 +547,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     terraform.set_defaults(run=_terraform_check)
 
-    preflight = commands.add_parser("preflight", help="read-only checks of a live cluster against its definition")
+    preflight = _command(
+        commands,
+        "preflight",
+        "read-only checks of a live cluster against its definition",
+        "The kubeconfig is --kubeconfig, else $KUBECONFIG, else the definition's access.kubeconfig.path.",
+    )
     _add_input_flags(preflight)
-    preflight.add_argument("cluster")
-    preflight.add_argument("--kubeconfig", help="override the definition's kubeconfig path")
-    preflight.add_argument("--context", help="override the definition's kubeconfig context")
+    preflight.add_argument("cluster", help="the cluster's name (its definition's `name`)")
+    preflight.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use (overrides $KUBECONFIG)")
+    preflight.add_argument("--context", help="kubeconfig context to use (default: the definition's context)")
     preflight.set_defaults(run=_preflight)
 
-    verify = commands.add_parser(
-        "verify", help="render the real charts with the stack's values and prove every operand's placement"
+    verify = _command(
+        commands,
+        "verify",
+        "render the real charts with the stack's values and prove every operand's placement",
+        "Needs helm on PATH (or $HELM); reports per cluster, pool and DaemonSet; exit 1 on any failure.",
     )
     _add_input_flags(verify)
     verify.add_argument("--cluster", help="only this cluster (default: every cluster)")

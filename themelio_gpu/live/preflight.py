@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
@@ -151,27 +153,35 @@ def connect(
 ) -> tuple[k8s_client.ApiClient, list[str]]:
     """A client for the cluster and any errors the client logged while loading credentials.
 
-    The definition's kubeconfig path and context are the default; `kubeconfig` / `context` override them.
-    With `access.api` (and no override) the kubeconfig is built in memory around the exec plugin.
+    The kubeconfig is `kubeconfig`, else $KUBECONFIG (a list of files, as kubectl reads it), else the
+    definition's path; the context is `context`, else the definition's. With `access.api` (and neither
+    override) the kubeconfig is built in memory around the exec plugin.
     """
     configuration = k8s_client.Configuration()
     # One retry: the default three make an unreachable server take four connect timeouts to report.
     configuration.retries = 1
     access = definition.access.kubeconfig
+    from_env = os.environ.get("KUBECONFIG") or None
     with _capture_client_errors() as capture:
         try:
             if kubeconfig is not None or context is not None or access is not None:
-                path = kubeconfig or (access.path if access else None)
-                if path is not None:
-                    path = str(Path(path).expanduser())
-                    if not Path(path).is_file():
-                        raise ClusterConnectionError(f"kubeconfig {path} not found")
-                client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
-                    config_file=path,
-                    context=context or (access.context if access else None),
-                    persist_config=False,  # never rewrite the user's kubeconfig
-                    client_configuration=configuration,
-                )
+                path, source = _kubeconfig_files(kubeconfig, from_env, access.path if access else None)
+                try:
+                    client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+                        config_file=path,
+                        context=context or (access.context if access else None),
+                        persist_config=False,  # never rewrite the user's kubeconfig
+                        client_configuration=configuration,
+                    )
+                except yaml.YAMLError as error:
+                    raise ClusterConnectionError(
+                        f"kubeconfig {source} is not valid YAML: {_yaml_reason(error)}"
+                    ) from error
+                except (TypeError, AttributeError, KeyError, ValueError) as error:
+                    raise ClusterConnectionError(
+                        f"kubeconfig {source} is not a kubeconfig (a mapping with clusters, users and contexts): "
+                        f"{type(error).__name__}: {error}"
+                    ) from error
             else:
                 client = kube_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
                     api_kubeconfig(definition), persist_config=False, client_configuration=configuration
@@ -179,6 +189,24 @@ def connect(
         except ConfigException as error:
             raise ClusterConnectionError(f"{error}{_logged(capture.messages)}") from error
     return client, capture.messages
+
+
+def _kubeconfig_files(flag: str | None, from_env: str | None, definition: str | None) -> tuple[str | None, str]:
+    """The kubeconfig files to load (os.pathsep-separated, `~` expanded) and how messages name them."""
+    given = flag or from_env or definition
+    if given is None:
+        return None, "~/.kube/config"
+    files = os.pathsep.join(str(Path(f).expanduser()) for f in given.split(os.pathsep) if f)
+    shown = files + (" (from $KUBECONFIG)" if flag is None and from_env else "")
+    if not any(Path(f).is_file() for f in files.split(os.pathsep)):
+        raise ClusterConnectionError(f"kubeconfig {shown} not found")
+    return files, shown
+
+
+def _yaml_reason(error: yaml.YAMLError) -> str:
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
 
 
 def _logged(messages: Sequence[str]) -> str:

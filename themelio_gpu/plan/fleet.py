@@ -21,7 +21,15 @@ from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import display_path, load_yaml_file, validate_model
+from themelio_gpu.inputs.secrets import find_secrets
+from themelio_gpu.inputs.yaml_input import (
+    YamlDocument,
+    add_positions,
+    display_path,
+    format_location,
+    load_yaml_document,
+    validate_model,
+)
 from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
@@ -128,15 +136,23 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
     """The checked fleet; raises InputError listing every problem in every file."""
     problems = Problems()
     catalog = load_catalog(catalog_path, problems, display_path(catalog_path))
+    # The cluster files are read and checked even when the catalog is broken: one run shows everything.
+    documents: dict[str, YamlDocument] = {}
+    secrets: list[str] = []
     definitions: list[tuple[str, ClusterDefinition]] = []
     for path in cluster_definition_files(stacks_dir, problems):
         shown = display_path(path)
-        data = load_yaml_file(path, problems, shown)
-        if data is None:
-            if not any(p.file == shown for p in problems):
+        before = len(problems)
+        document = load_yaml_document(path, problems, shown)
+        if document is None or document.data is None:
+            if len(problems) == before:
                 problems.add(shown, "", "the file is empty")
             continue
-        definition = validate_model(ClusterDefinition, data, shown, problems)
+        documents[shown] = document
+        for finding in find_secrets(document.data):
+            problems.add(shown, format_location(finding.path), finding.message)
+            secrets += [finding.secret] if finding.secret else []
+        definition = validate_model(ClusterDefinition, document.data, shown, problems, document=document)
         if definition is not None:
             definitions.append((shown, definition))
     seen: dict[str, str] = {}
@@ -145,26 +161,31 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
             problems.add(file, "name", f"cluster {definition.name!r} is also defined in {seen[definition.name]}")
         seen.setdefault(definition.name, file)
     plans = []
-    if catalog is not None:
-        for file, definition in definitions:
-            plan = plan_cluster(catalog, definition, file, problems)
-            if plan is not None:
-                plans.append(plan)
+    for file, definition in definitions:
+        plan = plan_cluster(catalog, definition, file, problems)
+        if plan is not None:
+            plans.append(plan)
+    problems.redact(secrets)
+    add_positions(problems, documents)
     problems.raise_if_any()
     assert catalog is not None  # no problems means the catalog loaded
     return Fleet(catalog=catalog, clusters=tuple(sorted(plans, key=lambda p: p.name)))
 
 
 def plan_cluster(
-    catalog: Catalog, cluster: ClusterDefinition, file: str, problems: Problems
+    catalog: Catalog | None, cluster: ClusterDefinition, file: str, problems: Problems
 ) -> ClusterPlan | None:
+    """The cluster's plan, or None with its problems recorded.
+
+    Without a catalog (it failed to load) every check that does not need one still runs, and None is returned.
+    """
     count = len(problems)
     for message in k8s_names.dns1123_label(cluster.name):
         problems.add(file, "name", message)
 
     by_operator = cluster.dra_by_gpu_operator
     derivable = dra_mode.check_mode(cluster, file, problems)
-    offerings = _served_offerings(catalog, cluster, file, problems)
+    offerings = _served_offerings(catalog, cluster, file, problems) if catalog is not None else ()
     pools = _pool_contracts(cluster, file, problems)
     dra = any(p.dra for p in cluster.node_pools)
     if dra:
@@ -230,7 +251,7 @@ def plan_cluster(
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, "gpuOperator.namespace", message)
     _check_catalog_config_map(cluster, dra, file, problems)
-    if len(problems) > count:
+    if len(problems) > count or catalog is None:
         return None
     driver_classes = (
         driver_device_classes(by_gpu_operator=by_operator, compute_domains=cluster.dra_driver.compute_domains)

@@ -23,7 +23,8 @@ from themelio_gpu.inputs.catalog.model import (
 from themelio_gpu.inputs.catalog.products import PRODUCTS, GpuProduct, unknown_product_message
 from themelio_gpu.inputs.catalog.selectors import gpu_selector
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import format_location, load_yaml_file, validate_model
+from themelio_gpu.inputs.secrets import find_secrets
+from themelio_gpu.inputs.yaml_input import add_positions, format_location, load_yaml_document, validate_model
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
@@ -101,15 +102,20 @@ DEFAULT_TOLERATIONS = (Toleration(key=GPU_TAINT_KEY, operator="Exists", effect="
 
 def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) -> Catalog | None:
     name = shown_as or str(path)
-    data = load_yaml_file(path, problems, name)
-    if data is None:
-        if not problems:
+    before = len(problems)
+    document = load_yaml_document(path, problems, name)
+    if document is None or document.data is None:
+        if len(problems) == before:
             problems.add(name, "", "the catalog is empty")
         return None
-    model = validate_model(CatalogFile, data, name, problems)
-    if model is None:
-        return None
-    return resolve_catalog(model, name, problems)
+    found = find_secrets(document.data, catalog=True)
+    for finding in found:
+        problems.add(name, format_location(finding.path), finding.message)
+    model = validate_model(CatalogFile, document.data, name, problems, document=document)
+    catalog = resolve_catalog(model, name, problems) if model is not None else None
+    problems.redact(f.secret for f in found if f.secret)
+    add_positions(problems, {name: document})
+    return catalog if not found else None
 
 
 def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalog | None:

@@ -9,9 +9,22 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from themelio_gpu.inputs.catalog.model import Strict
+from themelio_gpu.inputs.secrets import LITERAL_CREDENTIAL_KEYS
 
-_SECRET_KEY = re.compile(r"token|secret|password|passwd|credential|private|(^|_)key$|^key", re.IGNORECASE)
-_LITERAL_CREDENTIALS = ("token", "clientKey", "clientCertificate", "password", "username")
+
+def _refuse_literal_credentials(data: Any) -> Any:
+    """A kubeconfig user's credential keys (token, clientKey, ...) are refused with the way to do without."""
+    if isinstance(data, dict):
+        found = [key for key in LITERAL_CREDENTIAL_KEYS if key in data]
+        if found:
+            raise ValueError(
+                f"{', '.join(found)}: tokens and other literal credentials are not accepted in a cluster definition "
+                "(they would be written to cdktf.out and the Terraform state). Use access.kubeconfig (path and "
+                "context), or access.api with an exec credential plugin that prints a token at run time, e.g. "
+                "api: {host: https://..., clusterCaCertificate: ..., exec: {command: aws, args: [eks, get-token, "
+                "--cluster-name, NAME]}}"
+            )
+    return data
 
 
 class Component(StrEnum):
@@ -36,6 +49,8 @@ class Kubeconfig(Strict):
     path: str = Field(description="Kubeconfig path on the machine running Terraform, e.g. ~/.kube/config")
     context: str
 
+    _no_literal_credentials = model_validator(mode="before")(_refuse_literal_credentials)
+
 
 class ExecPlugin(Strict):
     # What client-go (in both providers) runs: v1alpha1 was removed in Kubernetes 1.24's client libraries.
@@ -44,24 +59,16 @@ class ExecPlugin(Strict):
     )
     command: str
     args: tuple[str, ...] = ()
+    # Credentials in args and env (by name or by value) are refused by inputs/secrets.py, like everywhere else.
     env: dict[str, str] = Field(default_factory=dict, description="Non-secret settings only, e.g. AWS_PROFILE")
-
-    @field_validator("env")
-    @classmethod
-    def _no_secrets(cls, env: dict[str, str]) -> dict[str, str]:
-        secret = sorted(name for name in env if _SECRET_KEY.search(name))
-        if secret:
-            raise ValueError(
-                f"{', '.join(secret)} look like credentials; never write a secret here. Export it in the "
-                "environment that runs Terraform: the exec plugin inherits it"
-            )
-        return env
 
 
 class ApiAccess(Strict):
     host: str = Field(description="API server URL, e.g. https://api.gpu-east.example.com")
     cluster_ca_certificate: str = Field(alias="clusterCaCertificate", description="PEM (public, not a secret)")
     exec: ExecPlugin
+
+    _no_literal_credentials = model_validator(mode="before")(_refuse_literal_credentials)
 
     @field_validator("cluster_ca_certificate")
     @classmethod
@@ -84,17 +91,7 @@ class Access(Strict):
     kubeconfig: Kubeconfig | None = None
     api: ApiAccess | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_literal_credentials(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            found = [key for key in _LITERAL_CREDENTIALS if key in data]
-            if found:
-                raise ValueError(
-                    f"{', '.join(found)}: literal credentials are not allowed in a cluster definition (they would "
-                    "land in cdktf.out and in state). Use kubeconfig (path and context) or api.exec"
-                )
-        return data
+    _no_literal_credentials = model_validator(mode="before")(_refuse_literal_credentials)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Access:
@@ -173,7 +170,8 @@ class HttpBackend(Strict):
     @field_validator("address", "lock_address", "unlock_address")
     @classmethod
     def _no_userinfo(cls, value: str | None) -> str | None:
-        if value is not None and re.match(r"^[a-z]+://[^/]*@", value):
+        # A password in the URL is refused as a credential (inputs/secrets.py); a user name alone, here.
+        if value is not None and re.match(r"^[a-z]+://[^/:]*@", value):
             raise ValueError("must not embed credentials; set TF_HTTP_USERNAME and TF_HTTP_PASSWORD instead")
         return value
 
