@@ -52,7 +52,7 @@ def test_cluster_files_match_reviewed_snapshots(cluster: str, name: str, update_
     plan = fleet("chart-gpu").cluster(cluster)
     assert plan is not None
     assert_matches_snapshot(
-        FIXTURE_SNAPSHOTS / "catalog" / "clusters" / cluster / name,
+        FIXTURE_SNAPSHOTS / "quota-chart-gpu" / "clusters" / cluster / name,
         cluster_contract_files(plan)[name],
         update_snapshots,
     )
