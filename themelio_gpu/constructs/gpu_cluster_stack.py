@@ -21,6 +21,7 @@ from themelio_gpu.constructs.providers import (
     KubernetesProvider,
     KubernetesProviderExec,
 )
+from themelio_gpu.constructs.shared_values import shared_value
 from themelio_gpu.constructs.state_backend import configure_backend
 from themelio_gpu.plan.fleet import ClusterPlan
 
@@ -46,7 +47,7 @@ class GpuClusterStack(TerraformStack):
                 DeviceClasses(self, plan.device_classes, depends_on=[driver.release])
         outputs.update(CatalogOutputs(self, plan).outputs)
         # Outputs are plain JSON: one override writes them all, instead of one jsii object (round trip) each.
-        self.add_override("output", {name: {"value": value} for name, value in sorted(outputs.items())})
+        self.add_override("output", {name: {"value": shared_value(v)} for name, v in sorted(outputs.items())})
 
     def _providers(self, plan: ClusterPlan) -> None:
         access = plan.definition.access
