@@ -742,7 +742,7 @@ def _progress(message: str) -> None:
 
 def child_env() -> dict[str, str]:
     """The environment of the measured processes: as the user's, without what this process added."""
-    from themelio_gpu.constructs.bindings_loader import node_options_with_preload
+    from themelio_gpu.bindings_loader import node_options_with_preload
 
     env = {**os.environ, **CHILD_ENV}
     env.pop("CDKTF_OUTDIR", None)

@@ -141,7 +141,7 @@ def test_the_scaling_goal_needs_one_and_a_hundred_clusters() -> None:
 def test_measured_processes_get_the_users_node_options_without_the_preload(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from themelio_gpu.constructs.bindings_loader import node_options_with_preload
+    from themelio_gpu.bindings_loader import node_options_with_preload
 
     monkeypatch.setenv("NODE_OPTIONS", node_options_with_preload("--max-semi-space-size=64"))
     monkeypatch.setenv("CDKTF_OUTDIR", "elsewhere")

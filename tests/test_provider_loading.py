@@ -1,4 +1,4 @@
-"""Loading only the provider bindings the stacks use (constructs/bindings_loader.py, lazy_bindings.js).
+"""Loading only the provider bindings the stacks use (themelio_gpu/bindings_loader.py, lazy_bindings.js).
 
 - the lazily loaded bindings synthesize exactly the bytes a full import does (both in fresh processes);
 - a bindings package that is not laid out as the loader assumes is a clear error, not a silent fallback;
@@ -22,8 +22,8 @@ import pytest
 from tests.builders import cluster, write_fleet
 from tests.conftest import ROOT
 from tests.requirements import binary
-from themelio_gpu.constructs import bindings_loader
-from themelio_gpu.constructs.bindings_loader import (
+from themelio_gpu import bindings_loader
+from themelio_gpu.bindings_loader import (
     KUBERNETES,
     NODE_PRELOAD,
     Bindings,

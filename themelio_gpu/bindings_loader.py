@@ -11,6 +11,7 @@ node require all 84 MB of the package's JavaScript (about 0.7 s). Both are avoid
 The bindings are pinned and archived upstream, so this layout will not move under us; a different installed
 version or layout stops with `BindingsLayoutError` (or a node error naming lazy_bindings.js) instead of
 guessing. tests/test_provider_loading.py checks that the output is byte-identical to a full import.
+It sits beside cli.py, not in constructs/: every command runs it, and it imports nothing but the stdlib.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ HELM = Bindings("cdktf_cdktf_provider_helm", "cdktf-cdktf-provider-helm", "12.1.
 
 def layout_error(bindings: Bindings, problem: str) -> BindingsLayoutError:
     return BindingsLayoutError(
-        f"{bindings.distribution}: {problem}. themelio_gpu/constructs/bindings_loader.py loads "
+        f"{bindings.distribution}: {problem}. themelio_gpu/bindings_loader.py loads "
         f"{bindings.package} {bindings.version} without running its __init__ (which imports every submodule): "
         f"it registers the jsii assembly through {bindings.package}._jsii (the file _jsii/{bindings.tarball}) "
         "and providers.py imports only the submodules the stacks use. Check that the installed package has "

@@ -33,13 +33,13 @@ function submodules(content, filename) {
     } else if (!HEADER.some((pattern) => pattern.test(line))) {
       throw new Error(
         `${filename}:${index + 1}: unexpected line ${JSON.stringify(line.slice(0, 120))}; ` +
-          "themelio_gpu/constructs/lazy_bindings.js only knows a generated index of " +
-          '`exports.x = require("./x")` lines (see themelio_gpu/constructs/bindings_loader.py)',
+          "themelio_gpu/lazy_bindings.js only knows a generated index of " +
+          '`exports.x = require("./x")` lines (see themelio_gpu/bindings_loader.py)',
       );
     }
   });
   if (found.length === 0) {
-    throw new Error(`${filename}: no submodules found (see themelio_gpu/constructs/bindings_loader.py)`);
+    throw new Error(`${filename}: no submodules found (see themelio_gpu/bindings_loader.py)`);
   }
   return found;
 }
