@@ -99,8 +99,9 @@ def _goals(derived: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_goals_are_ratios_of_medians_within_the_run() -> None:
     floors = {"cdktf": _figures(0.5), "app": _figures(0.8)}
     sizes = [_size(1, 1.0), _size(10, 1.3), _size(100, 2.9)]
-    derived = benchmark().derive(floors, _figures(1.2, peak_mib=260), sizes)
+    derived = benchmark().derive(floors, _figures(1.2, cpu=0.9, peak_mib=260), sizes)
     goals = _goals(derived)
+    assert derived["example_of_cpu"] == pytest.approx(0.9 / 0.5)
     assert goals["example"]["value"] == pytest.approx(1.2 / 0.5)
     assert goals["example"]["ok"] is True
     assert goals["scaling"]["value"] == pytest.approx(2.9)
