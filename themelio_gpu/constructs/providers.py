@@ -12,7 +12,7 @@ jsii assemblies first. To use another binding class, add it to the imports at th
 
 from __future__ import annotations
 
-from themelio_gpu.bindings_loader import HELM, KUBERNETES, BindingsLayoutError, register_assembly
+from themelio_gpu.bindings_loader import HELM, KUBERNETES, register_assembly
 
 # Fully qualified sources: the bindings emit bare `kubernetes`/`helm`, which OpenTofu resolves against its
 # own registry namespace rather than HashiCorp's.
