@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cdktf import TerraformIterator, TerraformStack, Token
+from cdktf import TerraformIterator, TerraformStack
 
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.constructs.providers import Manifest, ManifestFieldManager
+from themelio_gpu.constructs.shared_values import each_value_map, shared_map
 from themelio_gpu.plan.fleet import DeviceClassSpec
 from themelio_gpu.plan.manifests import device_class_manifest
 
@@ -24,12 +25,14 @@ class DeviceClasses:
         self, stack: TerraformStack, classes: Sequence[DeviceClassSpec], depends_on: Sequence[Any]
     ) -> None:
         # The selector and annotation carry catalog text: literal() keeps it out of Terraform's templates.
-        each_class = TerraformIterator.from_map({c.name: literal(device_class_manifest(c)) for c in classes})
+        each_class = TerraformIterator.from_map(
+            shared_map({c.name: literal(device_class_manifest(c)) for c in classes})
+        )
         self.manifest = Manifest(
             stack,
             "device_class",
             for_each=each_class,
-            manifest=Token.as_any_map(each_class.value),
+            manifest=each_value_map(),
             field_manager=ManifestFieldManager(name=FIELD_MANAGER),
             depends_on=list(depends_on) or None,
         )

@@ -22,6 +22,7 @@ from themelio_gpu.constructs.providers import (
     KubernetesProvider,
     KubernetesProviderExec,
 )
+from themelio_gpu.constructs.shared_values import shared_value
 from themelio_gpu.constructs.state_backend import configure_backend
 from themelio_gpu.plan.fleet import ClusterPlan
 
@@ -49,7 +50,9 @@ class GpuClusterStack(TerraformStack):
             DeviceClasses(self, plan.device_classes, depends_on=[driver])
         outputs.update(CatalogOutputs(self, plan).outputs)
         # Outputs are plain JSON: one override writes them all, instead of one jsii object (round trip) each.
-        self.add_override("output", {name: {"value": literal(value)} for name, value in sorted(outputs.items())})
+        self.add_override(
+            "output", {name: {"value": shared_value(literal(v))} for name, v in sorted(outputs.items())}
+        )
 
     def _providers(self, plan: ClusterPlan) -> None:
         # Every value below is the user's text: literal() keeps `${` and `%{` from being read as templates.
