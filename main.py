@@ -1,8 +1,8 @@
 """Themelio GPU stacks: synthesize one Terraform stack per cluster into cdktf.out/stacks/<cluster>/.
 
 Run by the CDKTF CLI (`npx cdktf synth`, see cdktf.json) or directly:
-    pipenv run python main.py [--catalog FILE] [--stacks-dir DIR] [--outdir DIR]
-Other commands (catalog validate/show, match, check, preflight): pipenv run python -m themelio_gpu --help
+    .venv/bin/python main.py [--catalog FILE] [--stacks-dir DIR] [--outdir DIR]   (after `make setup`)
+Other commands (catalog validate/show, match, check, preflight): .venv/bin/python -m themelio_gpu --help
 """
 
 from __future__ import annotations

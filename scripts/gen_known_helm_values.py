@@ -26,7 +26,7 @@ import yaml
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE_DIR = PROJECT_ROOT.parent / "shared" / "reference" / "nvidia"
-DEFAULT_OUTPUT = PROJECT_ROOT / "themelio_gpu" / "helm" / "_known_paths.py"
+DEFAULT_OUTPUT = PROJECT_ROOT / "themelio_gpu" / "plan" / "helm" / "_known_paths.py"
 # How the header names the source directory: relative, so the output does not depend on the machine.
 REFERENCE_DIR_LABEL = "../shared/reference/nvidia"
 

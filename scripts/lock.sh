@@ -3,7 +3,8 @@
 # _meta.sources (pipenv defaults to PyPI; `pipenv sync` and `pipenv verify` still pass).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PIPENV_VENV_IN_PROJECT=1 pipenv lock
+scripts/setup.sh tools # pipenv, pinned, in .tools/venv
+PIPENV_VENV_IN_PROJECT=1 .tools/venv/bin/pipenv lock
 python3 - <<'PY'
 import json
 from pathlib import Path

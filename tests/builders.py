@@ -1,4 +1,4 @@
-"""Small builders for cluster definitions and catalogs used across tests."""
+"""Small builders for cluster definitions and catalogs used across tests (on the fixture fleet's catalog)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from typing import Any
 
 import yaml
 
+from tests.conftest import EXAMPLE_CATALOG
 from themelio_gpu.inputs.problems import InputError
 from themelio_gpu.plan.fleet import Fleet, load_fleet
 
-EXAMPLE_CATALOG = Path(__file__).resolve().parents[1] / "catalog" / "gpu-catalog.yaml"
+__all__ = ["EXAMPLE_CATALOG", "cluster", "fleet_of", "problems_of", "write_fleet"]
 
 
 def cluster(**overrides: Any) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.outputs.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
+from themelio_gpu.plan.quota import plan_quota
 
 MIXED = FIXTURES / "resourceslices" / "mixed" / "mixed-generations.yaml"
 FLEET = FIXTURES / "fleets" / "capability"
@@ -332,7 +333,8 @@ def test_contracts_carry_capability_offerings_and_shared_devices() -> None:
     from themelio_gpu.plan.fleet import load_fleet
 
     (plan,) = load_fleet(FLEET / "catalog" / "gpu-catalog.yaml", FLEET / "stacks").clusters
-    rows = {r["offering"]: r for r in waldur_quota_mapping(plan.offerings)}
+    mapping = waldur_quota_mapping(plan, plan_quota(plan))
+    rows = {r["offering"]: r for r in mapping["components"]}
     assert rows["nvidia.com/gpu-48gb"]["quotaKey"] == "requests.nvidia.com/gpu-48gb"
     assert rows["nvidia.com/gpu-48gb"]["sharesDevicesWith"] == [
         "nvidia.com/gpu-eval",

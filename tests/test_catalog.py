@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import EXAMPLE_CATALOG
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.problems import Problems
@@ -41,7 +42,7 @@ def load(
 
 def test_example_catalog_is_valid() -> None:
     problems = Problems()
-    catalog = load_catalog(Path("catalog/gpu-catalog.yaml"), problems)
+    catalog = load_catalog(EXAMPLE_CATALOG, problems)
     assert not problems, list(problems)
     assert catalog is not None
     assert set(catalog.offerings) >= {

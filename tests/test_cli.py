@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -12,9 +11,13 @@ import pytest
 import yaml
 
 from tests.builders import cluster, write_fleet
-from tests.conftest import ROOT
+from tests.conftest import EXAMPLE_CATALOG, ROOT
 from themelio_gpu.cli import main
-from themelio_gpu.outputs.schemas import schema_texts
+
+
+def stack_file(cluster: str) -> str:
+    """Where a stack lands inside a synthesized output folder (as `check` names it)."""
+    return f"stacks/{cluster}/cdk.tf.json"
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -31,10 +34,12 @@ def test_bad_input_lists_every_problem_and_writes_nothing(tmp_path: Path) -> Non
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
     assert any(line.startswith(f"{stacks}/broken.yaml: line 2, column 1: invalid YAML") for line in lines), lines
-    assert (
-        f"{stacks}/typo.yaml: nodepools: unknown key (check the spelling; see the JSON schema for the keys allowed here)"
-        in lines
-    )
+    assert any(
+        line.startswith(
+            f"{stacks}/typo.yaml: nodepools: unknown key; did you mean nodePools? (keys allowed here: "
+        )
+        for line in lines
+    ), lines
     assert any(
         line.startswith(f"{stacks}/00-a.yaml: offerings[0]: nvidia.com/nope is not in the catalog")
         for line in lines
@@ -64,8 +69,9 @@ def test_environment_variables_choose_the_inputs(tmp_path: Path) -> None:
 
 
 def test_catalog_validate_show_export_and_quota(tmp_path: Path) -> None:
+    # Without flags the commands read $THEMELIO_CATALOG / $THEMELIO_STACKS_DIR: the fixture fleet here.
     assert run("-m", "themelio_gpu", "catalog", "validate").stdout.startswith(
-        "OK: catalog/gpu-catalog.yaml: 7 offerings"
+        f"OK: {EXAMPLE_CATALOG.relative_to(ROOT)}: 6 offerings"
     )
     show = run("-m", "themelio_gpu", "catalog", "show").stdout
     assert "nvidia.com/a100-mig-1g.5gb   a100-40gb-mig-1g.5gb.gpu.themelio.io" in show
@@ -74,23 +80,25 @@ def test_catalog_validate_show_export_and_quota(tmp_path: Path) -> None:
     out = tmp_path / "generated"
     assert run("-m", "themelio_gpu", "catalog", "export", "--out", str(out)).returncode == 0
     assert sorted(p.name for p in out.iterdir()) == [
+        "clusters",
         "gpu-labels.yaml",
         "kubeflow-spawner-gpus.yaml",
-        "waldur-backend-components.yaml",
-        "waldur-quota-mapping.yaml",
+        "kubeflow-workspacekind-podconfig.yaml",
     ]
-    quota = run("-m", "themelio_gpu", "catalog", "quota", "--namespace", "team-a", "nvidia.com/a100=4")
-    assert yaml.safe_load(quota.stdout)["spec"]["hard"] == {"requests.nvidia.com/a100": "4"}
-    bad = run("-m", "themelio_gpu", "catalog", "quota", "--namespace", "team-a", "nvidia.com/zz=x")
-    assert bad.returncode == 2
-    assert "command line: nvidia.com/zz=x: nvidia.com/zz is not in the catalog" in bad.stderr
-
-
-def test_committed_schemas_are_current() -> None:
-    for path, text in schema_texts().items():
-        assert (ROOT / path).read_text(encoding="utf-8") == text, f"{path} is stale: run `make schemas`"
-    schema = json.loads(schema_texts()[Path("stacks/cluster.schema.json")])
-    assert "nodePools" in schema["properties"]
+    assert sorted(p.name for p in (out / "clusters").iterdir()) == ["gpu-east", "gpu-lab", "gpu-west"]
+    quota = run(
+        "-m",
+        "themelio_gpu",
+        "catalog",
+        "quota",
+        "--cluster",
+        "gpu-west",
+        "--namespace",
+        "team-a",
+        "nvidia.com/h100=4",
+    )
+    assert quota.returncode == 0, quota.stderr
+    assert yaml.safe_load(quota.stdout)["spec"]["hard"]["requests.nvidia.com/h100"] == "4"
 
 
 def test_check_passes_on_an_unchanged_fleet(synthesized: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,8 +117,8 @@ def test_check_fails_with_a_diff_on_a_changed_fleet(
     (committed / "stacks" / "gpu-old" / "cdk.tf.json").write_text("{}")
     assert main(["check", "--against", str(committed)]) == 1
     out = capsys.readouterr().out
-    assert "changed: stacks/gpu-east/cdk.tf.json" in out
-    assert "stale (no longer synthesized): stacks/gpu-old/cdk.tf.json" in out
+    assert f"changed: {stack_file('gpu-east')}" in out
+    assert f"stale (no longer synthesized): {stack_file('gpu-old')}" in out
     assert '-        "version": "0.4.0",' in out
     assert '+        "version": "0.4.1",' in out
 
@@ -143,3 +151,115 @@ def test_unwritable_outdir_is_a_message_not_a_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert f"{blocker / 'out'}: Not a directory" in result.stderr
+
+
+# --- catalog quota and export on the quota fixture fleet ---------------------------------------------------
+
+QUOTA_FLEET = ROOT / "tests" / "fixtures" / "quota" / "chart-gpu"
+FLEET_FLAGS = ("--catalog", str(QUOTA_FLEET / "catalog.yaml"), "--stacks-dir", str(QUOTA_FLEET / "stacks"))
+
+
+def quota(*args: str) -> subprocess.CompletedProcess[str]:
+    return run("-m", "themelio_gpu", "catalog", "quota", *FLEET_FLAGS, *args)
+
+
+def test_catalog_quota_closes_every_other_gpu_of_the_cluster() -> None:
+    result = quota("--cluster", "gpu-east", "--namespace", "team-a", "nvidia.com/a100=4")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout) == {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "labels": {"app.kubernetes.io/managed-by": "themelio-gpu-stacks"},
+            "name": "custom-resource-quota",
+            "namespace": "team-a",
+        },
+        "spec": {
+            "hard": {
+                "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "0",
+                "requests.nvidia.com/a100": "4",
+                "requests.nvidia.com/a100-mig-1g.5gb": "0",
+                "requests.nvidia.com/a100-mig-3g.20gb": "0",
+                "requests.nvidia.com/gpu": "0",
+                "requests.nvidia.com/mig-1g.5gb": "0",
+                "requests.nvidia.com/mig-3g.20gb": "0",
+                "vfio.gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "0",
+            }
+        },
+    }
+    assert result.stderr == ""
+
+
+def test_catalog_quota_says_where_a_grant_sits_and_what_the_any_gpu_pool_adds() -> None:
+    result = quota(
+        "--cluster", "gpu-east", "--namespace", "team-a", "nvidia.com/a100-mig-1g.5gb=3", "nvidia.com/a100=2",
+        "nvidia.com/gpu=1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    hard = yaml.safe_load(result.stdout)["spec"]["hard"]
+    assert (hard["requests.nvidia.com/mig-1g.5gb"], hard["requests.nvidia.com/a100-mig-1g.5gb"]) == ("3", "0")
+    assert result.stderr.splitlines() == [
+        "note: nvidia.com/a100-mig-1g.5gb: the grant sits on nvidia.com/mig-1g.5gb, the name cluster gpu-east "
+        "migrates from, until serveMigrationAliases: false; nvidia.com/a100-mig-1g.5gb itself is 0 (name both to "
+        "split the grant)",
+        "note: nvidia.com/a100: this namespace can hold up to 3 of its devices (2 granted, plus nvidia.com/gpu=1, "
+        "which can be taken as them too)",
+    ]
+
+
+def test_catalog_quota_reports_every_problem_at_once() -> None:
+    result = quota("--cluster", "nowhere", "--namespace", "Team_A", "nvidia.com/a100=four", "nvidia.com/a100")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "command line: --namespace Team_A: not a valid namespace: 'Team_A' is not a DNS-1123 label (lower-case letters, digits and '-', "
+        "alphanumeric at both ends)",
+        "command line: nvidia.com/a100=four: write OFFERING=COUNT with a whole number, e.g. nvidia.com/a100=4",
+        "command line: nvidia.com/a100: write OFFERING=COUNT with a whole number, e.g. nvidia.com/a100=4",
+        "command line: --cluster nowhere: no cluster of that name; known: gpu-east, lab, legacy, west",
+        "4 problems found; nothing was written.",
+    ]
+    result = quota("--cluster", "west", "--namespace", "team-a", "nvidia.com/a100=1", "nvidia.com/h100-80gb=2")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "command line: nvidia.com/a100=1: cluster west serves no offering of that name; it serves: "
+        "nvidia.com/a10g, nvidia.com/gpu, nvidia.com/h100, nvidia.com/h100-mig-1g.10gb",
+        "command line: nvidia.com/h100-80gb=2: is a migration alias of nvidia.com/h100, which cluster west no "
+        "longer serves (serveMigrationAliases: false); grant nvidia.com/h100",
+        "2 problems found; nothing was written.",
+    ]
+
+
+def test_catalog_quota_without_grants_closes_the_namespace() -> None:
+    result = quota("--cluster", "legacy", "--namespace", "team-z")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "0",
+        "requests.nvidia.com/mig-1g.5gb": "0",
+    }
+
+
+def test_catalog_export_writes_per_cluster_files_from_the_quota_plan(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run("-m", "themelio_gpu", "catalog", "export", *FLEET_FLAGS, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    east = out / "clusters" / "gpu-east"
+    assert sorted(p.name for p in east.iterdir()) == [
+        "kubeflow-spawner-gpus.yaml",
+        "kubeflow-workspacekind-podconfig.yaml",
+        "kueue.yaml",
+        "resource-quota-closed.yaml",
+        "waldur-backend-components.yaml",
+        "waldur-quota-mapping.yaml",
+    ]
+    mapping = yaml.safe_load((east / "waldur-quota-mapping.yaml").read_text())
+    components = {c["component"]: c["quotaKey"] for c in mapping["components"]}
+    closed = yaml.safe_load((east / "resource-quota-closed.yaml").read_text())
+    # Every key of the cluster is set by exactly one of the two quotas.
+    everything = set(yaml.safe_load(quota("--cluster", "gpu-east", "--namespace", "x").stdout)["spec"]["hard"])
+    assert set(components.values()) | set(closed["spec"]["hard"]) == everything
+    assert not set(components.values()) & set(closed["spec"]["hard"])
+    assert set(closed["spec"]["hard"].values()) == {"0"}
+    assert components["gpu_a100_mig_1g_5gb"] == "requests.nvidia.com/mig-1g.5gb"
+    backend = yaml.safe_load((east / "waldur-backend-components.yaml").read_text())
+    assert backend["gpu_a100_mig_1g_5gb"]["k8s_resource"] == "nvidia.com/mig-1g.5gb"

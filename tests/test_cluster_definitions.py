@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import cluster, fleet_of, problems_of
+from tests.builders import EXAMPLE_CATALOG, cluster, fleet_of, problems_of
 
 ALL_COMPONENTS = ["kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet"]
 
@@ -130,7 +130,7 @@ def test_clusters_without_dra_pools_skip_the_version_gate(tmp_path: Path) -> Non
 def test_literal_credentials_are_refused(tmp_path: Path, key: str) -> None:
     access = {"kubeconfig": {"path": "~/.kube/config", "context": "x"}, key: "s3cret"}
     problems = problems_of(tmp_path, cluster(access=access))
-    one(problems, "access", "literal credentials are not allowed in a cluster definition")
+    one(problems, "access", "literal credentials are not accepted in a cluster definition")
     assert not any("s3cret" in p for p in problems)
 
 
@@ -142,11 +142,9 @@ def test_secret_looking_exec_env_is_refused(tmp_path: Path) -> None:
             "exec": {"command": "aws", "env": {"AWS_SECRET_ACCESS_KEY": "x", "AWS_PROFILE": "ok"}},
         }
     }
-    one(
-        problems_of(tmp_path, cluster(access=access)),
-        "access.api.exec.env",
-        "AWS_SECRET_ACCESS_KEY look like credentials",
-    )
+    problems = problems_of(tmp_path, cluster(access=access))
+    one(problems, "access.api.exec.env.AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY is named like a credential")
+    assert not any("AWS_PROFILE" in p for p in problems)
 
 
 def test_access_needs_exactly_one_method(tmp_path: Path) -> None:
@@ -165,6 +163,11 @@ def test_access_needs_exactly_one_method(tmp_path: Path) -> None:
         ({"type": "consul"}, "backend", "does not match any of the expected tags"),
         (
             {"type": "http", "address": "https://user:pw@state.example.com"},
+            "backend.address",
+            "looks like a URL with a password in it",
+        ),
+        (
+            {"type": "http", "address": "https://user@state.example.com"},
             "backend.http.address",
             "must not embed credentials",
         ),
@@ -229,16 +232,84 @@ def test_cluster_rules(tmp_path: Path, changes: dict[str, Any], location: str, m
     one(problems_of(tmp_path, cluster(**changes)), location, message)
 
 
+# What the kubernetes provider and the API server would refuse only at plan or apply time.
+@pytest.mark.parametrize(
+    ("changes", "location", "message"),
+    [
+        (
+            {"catalogConfigMap": {"namespace": "Themelio_System"}},
+            "catalogConfigMap.namespace",
+            "is not a DNS-1123 label",
+        ),
+        (
+            {"catalogConfigMap": {"name": "gpu_catalog"}},
+            "catalogConfigMap.name",
+            "'gpu_catalog' is not a DNS-1123 subdomain",
+        ),
+        (
+            {"catalogConfigMap": {"namespace": "kube-system"}},
+            "catalogConfigMap.namespace",
+            "kube-system exists in every cluster, and the stack creates this namespace",
+        ),
+        (
+            {"catalogConfigMap": {"namespace": "gpu-operator"}},
+            "catalogConfigMap.namespace",
+            "gpu-operator is also the namespace of the GPU Operator release, which creates it",
+        ),
+        (
+            {"catalogConfigMap": {"namespace": "nvidia-dra-driver-gpu"}},
+            "catalogConfigMap.namespace",
+            "nvidia-dra-driver-gpu is also the namespace of the DRA driver release, which creates it",
+        ),
+        (
+            {
+                "access": {
+                    "api": {
+                        "host": "https://api.example.com",
+                        "clusterCaCertificate": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----",
+                        "exec": {"apiVersion": "client.authentication.k8s.io/v1alpha1", "command": "aws"},
+                    }
+                }
+            },
+            "access.api.exec.apiVersion",
+            "Input should be 'client.authentication.k8s.io/v1beta1' or 'client.authentication.k8s.io/v1'",
+        ),
+        (
+            {
+                "karpenter": True,
+                "nodePools": [
+                    {
+                        "name": "k",
+                        "product": "a100-40gb",
+                        "gpusPerNode": 8,
+                        "provisioning": {
+                            "karpenter": {"nodeClassRef": {"name": "gpu"}, "instanceTypes": ["p4d 24xlarge"]}
+                        },
+                    }
+                ],
+                "offerings": ["nvidia.com/a100"],
+            },
+            "nodePools[0].provisioning.karpenter.instanceTypes[0]",
+            "label value 'p4d 24xlarge' must be letters, digits",
+        ),
+    ],
+)
+def test_provider_and_api_server_rules(
+    tmp_path: Path, changes: dict[str, Any], location: str, message: str
+) -> None:
+    one(problems_of(tmp_path, cluster(**changes)), location, message)
+
+
 def test_missing_stacks_folder_and_empty_folder(tmp_path: Path) -> None:
     from themelio_gpu.inputs.problems import InputError
     from themelio_gpu.plan.fleet import load_fleet
 
     with pytest.raises(InputError) as missing:
-        load_fleet(Path("catalog/gpu-catalog.yaml"), tmp_path / "nope")
+        load_fleet(EXAMPLE_CATALOG, tmp_path / "nope")
     assert "folder of cluster definitions not found" in missing.value.render()
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError) as empty:
-        load_fleet(Path("catalog/gpu-catalog.yaml"), tmp_path / "empty")
+        load_fleet(EXAMPLE_CATALOG, tmp_path / "empty")
     assert "no cluster definitions (*.yaml) in this folder" in empty.value.render()
 
 
@@ -250,5 +321,5 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     stacks.mkdir()
     (stacks / "broken.yaml").write_text("name: x\noffering: [a\n", encoding="utf-8")
     with pytest.raises(InputError) as error:
-        load_fleet(Path("catalog/gpu-catalog.yaml"), stacks)
+        load_fleet(EXAMPLE_CATALOG, stacks)
     assert error.value.render().startswith(f"{stacks}/broken.yaml: line 3, column 1: invalid YAML")

@@ -2,47 +2,79 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import SNAPSHOTS
+from tests.conftest import FIXTURE_SNAPSHOTS
 from tests.snapshot import assert_matches_snapshot
-from themelio_gpu.cli import contract_files
+from tests.test_quota import fleet
+from themelio_gpu.cli import cluster_contract_files, contract_files
 from themelio_gpu.outputs.contracts import (
+    WALDUR_RESOURCE_QUOTA_NAME,
     gpu_labels_config,
     kubeflow_spawner_gpus,
     resource_quota,
     waldur_quota_mapping,
 )
 from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.plan.quota import plan_quota
 
 StackJson = Callable[[str], dict[str, Any]]
 
 
 @pytest.mark.parametrize(
+    "name", ["kubeflow-spawner-gpus.yaml", "kubeflow-workspacekind-podconfig.yaml", "gpu-labels.yaml"]
+)
+def test_contract_files_match_reviewed_snapshots(example_fleet: Fleet, name: str, update_snapshots: bool) -> None:
+    assert_matches_snapshot(
+        FIXTURE_SNAPSHOTS / "catalog" / name, contract_files(example_fleet.catalog)[name], update_snapshots
+    )
+
+
+@pytest.mark.parametrize("cluster", ["gpu-east", "west"])
+@pytest.mark.parametrize(
     "name",
     [
         "waldur-quota-mapping.yaml",
         "waldur-backend-components.yaml",
+        "resource-quota-closed.yaml",
+        "kueue.yaml",
         "kubeflow-spawner-gpus.yaml",
-        "gpu-labels.yaml",
+        "kubeflow-workspacekind-podconfig.yaml",
     ],
 )
-def test_contract_files_match_reviewed_snapshots(example_fleet: Fleet, name: str, update_snapshots: bool) -> None:
+def test_cluster_files_match_reviewed_snapshots(cluster: str, name: str, update_snapshots: bool) -> None:
+    """Per cluster of the quota fixture fleet: the files `catalog export` writes under clusters/<name>/."""
+    plan = fleet("chart-gpu").cluster(cluster)
+    assert plan is not None
     assert_matches_snapshot(
-        SNAPSHOTS / "catalog" / name, contract_files(example_fleet.catalog)[name], update_snapshots
+        FIXTURE_SNAPSHOTS / "quota-chart-gpu" / "clusters" / cluster / name,
+        cluster_contract_files(plan)[name],
+        update_snapshots,
     )
 
 
-def test_waldur_quota_keys_are_requests_of_the_resource_name(example_fleet: Fleet) -> None:
-    rows = {r["offering"]: r for r in waldur_quota_mapping(example_fleet.catalog)}
+def test_waldur_components_set_the_grant_name_and_the_rest_is_zero() -> None:
+    plan = fleet("chart-gpu").cluster("gpu-east")
+    assert plan is not None
+    mapping = waldur_quota_mapping(plan, plan_quota(plan))
+    rows = {r["offering"]: r for r in mapping["components"]}
     assert rows["nvidia.com/a100"]["quotaKey"] == "requests.nvidia.com/a100"
     assert rows["nvidia.com/a100"]["k8s_resource"] == "nvidia.com/a100"
-    assert rows["nvidia.com/a100-mig-1g.5gb"]["aliasQuotaKeys"] == ["requests.nvidia.com/mig-1g.5gb"]
+    # While gpu-east migrates, the MIG grant sits on the old name; the new one is 0 everywhere.
+    assert rows["nvidia.com/a100-mig-1g.5gb"]["k8s_resource"] == "nvidia.com/mig-1g.5gb"
+    assert "requests.nvidia.com/a100-mig-1g.5gb" in mapping["zeroInEveryNamespace"]["keys"]
     assert rows["nvidia.com/gpu"]["component"] == "gpu"  # Waldur's default GPU component keeps its key
+    assert mapping["zeroInEveryNamespace"]["keys"] == [
+        "mig.nvidia.com.deviceclass.resource.k8s.io/devices",
+        "requests.nvidia.com/a100-mig-1g.5gb",
+        "requests.nvidia.com/a100-mig-3g.20gb",
+        "vfio.gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
+    ]
 
 
 def test_kubeflow_vendors_leave_out_deprecated_offerings(example_fleet: Fleet) -> None:
@@ -74,21 +106,46 @@ def test_gpu_label_allow_list_includes_aliases_resolving_to_their_offering(examp
 def test_each_stack_outputs_only_what_its_cluster_serves(stack_json: StackJson) -> None:
     west = stack_json("gpu-west")["output"]
     assert set(west["gpu_labels"]["value"]["gpuLabels"]) == {"nvidia.com/a10g", "nvidia.com/h100"}
-    assert [r["offering"] for r in west["waldur_quota_mapping"]["value"]] == ["nvidia.com/a10g", "nvidia.com/h100"]
+    components = west["waldur_quota_mapping"]["value"]["components"]
+    assert [r["offering"] for r in components] == ["nvidia.com/a10g", "nvidia.com/h100"]
     lab = stack_json("gpu-lab")["output"]
-    # gpu-lab still migrates: the old MIG name stays allowed there.
+    # gpu-lab still migrates: the old MIG name stays allowed there, and holds the grant.
     assert "nvidia.com/mig-1g.5gb" in lab["gpu_labels"]["value"]["gpuLabels"]
+    assert lab["gpu_quota_closed"]["value"]["spec"]["hard"]["requests.nvidia.com/a100-mig-1g.5gb"] == "0"
 
 
 def test_config_map_publishes_the_same_contracts(stack_json: StackJson) -> None:
     stack = stack_json("gpu-east")
     data = stack["resource"]["kubernetes_config_map_v1"]["catalog_config_map"]["data"]
     assert yaml.safe_load(data["gpu-labels.yaml"]) == stack["output"]["gpu_labels"]["value"]
+    assert yaml.safe_load(data["waldur-quota-mapping.yaml"]) == stack["output"]["waldur_quota_mapping"]["value"]
+    assert yaml.safe_load(data["resource-quota-closed.yaml"]) == stack["output"]["gpu_quota_closed"]["value"]
     assert "&id" not in data["gpu-labels.yaml"]  # no YAML anchors for reviewers to decode
     assert "kubernetes_config_map_v1" not in stack_json("gpu-west")["resource"]
 
 
 def test_resource_quota_is_named_as_waldur_names_it() -> None:
-    quota = resource_quota("tenant-a", {"nvidia.com/a100": 4, "nvidia.com/a100-mig-1g.5gb": 7})
-    assert quota["metadata"] == {"name": "custom-resource-quota", "namespace": "tenant-a"}
-    assert quota["spec"]["hard"] == {"requests.nvidia.com/a100": "4", "requests.nvidia.com/a100-mig-1g.5gb": "7"}
+    plan = fleet("chart-gpu").cluster("west")
+    assert plan is not None
+    hard = plan_quota(plan).hard({"nvidia.com/h100": 4})
+    quota = resource_quota(WALDUR_RESOURCE_QUOTA_NAME, "tenant-a", hard)
+    assert quota["metadata"]["name"] == "custom-resource-quota"
+    assert quota["metadata"]["namespace"] == "tenant-a"
+    assert quota["spec"]["hard"]["requests.nvidia.com/h100"] == "4"
+
+
+@pytest.mark.parametrize("version", ["1.34.0", "1.37.0"])
+def test_emitted_resource_quotas_are_valid_kubernetes_objects(version: str) -> None:
+    """Every key must pass ResourceQuota validation: a qualified name, integer quantities."""
+    import kubernetes_validate
+
+    name_part = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+    subdomain = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    for plan in (p for name in ("chart-gpu", "catalog-gpu", "chart-alias") for p in fleet(name).clusters):
+        quota_plan = plan_quota(plan)
+        quota = resource_quota(WALDUR_RESOURCE_QUOTA_NAME, "team-a", quota_plan.hard({}))
+        kubernetes_validate.validate(quota, version, strict=True)
+        for key in quota["spec"]["hard"]:
+            prefix, name = key.split("/")
+            assert len(prefix) <= 253 and subdomain.match(prefix), key
+            assert len(name) <= 63 and name_part.match(name), key

@@ -14,6 +14,11 @@ from tests.builders import cluster, fleet_of, problems_of
 from tests.requirements import shared_path
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 from themelio_gpu.plan.helm.known_values import iter_value_paths, parse_path
+from themelio_gpu.plan.helm.values import (
+    NFD_WORKER_DEFAULT_TOLERATIONS,
+    operator_restarts_gpu_clients,
+    with_chart_defaults,
+)
 
 StackJson = Callable[[str], dict[str, Any]]
 REAL_VALUES = {
@@ -54,6 +59,8 @@ def test_every_operator_key_the_project_sets_exists_in_the_real_chart(
 ) -> None:
     real = _real_values("gpu-operator", operator_version)
     for plan in example_fleet.clusters:
+        if plan.definition.dra_by_gpu_operator and operator_version != plan.definition.gpu_operator.version:
+            continue  # the GPUCluster mode exists from v26.7.0 on (refused with older operators)
         paths = _derived_paths(plan, dict(plan.operator_values), plan.definition.gpu_operator.values)
         missing = [p for p in paths if not _exists(real, p) and not p.startswith("driver.manager.env")]
         assert not missing, f"{plan.name}: {missing}"
@@ -68,6 +75,9 @@ def test_every_dra_key_the_project_sets_exists_in_the_real_chart(
 ) -> None:
     real = _real_values(chart, version)
     for plan in example_fleet.clusters:
+        if plan.definition.dra_by_gpu_operator:
+            assert plan.dra_values is None  # the GPU Operator installs the DRA driver itself
+            continue
         assert plan.dra_values is not None
         paths = _derived_paths(plan, dict(plan.dra_values), plan.definition.dra_driver.values)
         # Open maps (nodeSelector) and lists (tolerations) are the chart's own extension points.
@@ -85,6 +95,7 @@ def test_dra_cluster_with_mig_and_operator_driver(example_fleet: Fleet) -> None:
     assert plan is not None and plan.dra_values is not None
     assert dict(plan.operator_values) == {
         "cdi": {"enabled": True},
+        "daemonsets": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
         "devicePlugin": {"enabled": False},
         "driver": {
             "enabled": True,
@@ -94,6 +105,20 @@ def test_dra_cluster_with_mig_and_operator_driver(example_fleet: Fleet) -> None:
         },
         "mig": {"strategy": "mixed"},
         "migManager": {"enabled": True},
+        # The chart's defaults, which the pools' default taint nvidia.com/gpu already covers.
+        "node-feature-discovery": {
+            "worker": {
+                "tolerations": [
+                    {
+                        "key": "node-role.kubernetes.io/control-plane",
+                        "operator": "Equal",
+                        "value": "",
+                        "effect": "NoSchedule",
+                    },
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                ]
+            }
+        },
         "toolkit": {"enabled": True},
     }
     assert plan.dra_values["nvidiaDriverRoot"] == "/run/nvidia/driver"
@@ -117,6 +142,50 @@ def test_dra_cluster_with_host_drivers(example_fleet: Fleet) -> None:
     ]
     # The user override is merged over the derived values.
     assert plan.dra_values["logVerbosity"] == "6"
+
+
+def test_every_operand_tolerates_every_pool_taint(example_fleet: Fleet) -> None:
+    """gpu-west's H100 pool carries themelio.io/reserved: NFD's worker and the ClusterPolicy operands must
+    tolerate it as the DRA plugin does, or NFD never labels those nodes and nothing else starts there."""
+    plan = example_fleet.cluster("gpu-west")
+    assert plan is not None
+    gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    reserved = {"key": "themelio.io/reserved", "operator": "Exists", "effect": "NoSchedule"}
+    assert plan.operator_values["daemonsets"]["tolerations"] == [gpu, reserved]
+    assert plan.operator_values["node-feature-discovery"]["worker"]["tolerations"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+        gpu,
+        reserved,
+    ]
+
+
+def test_chart_default_tolerations_are_kept_unless_covered() -> None:
+    control_plane, gpu = NFD_WORKER_DEFAULT_TOLERATIONS
+    no_execute = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}
+    # Untainted pools: the chart's defaults stay as they are.
+    assert with_chart_defaults(NFD_WORKER_DEFAULT_TOLERATIONS, []) == [control_plane, gpu]
+    # Another effect of the same key covers nothing; every key of that effect, or every taint, covers it.
+    assert with_chart_defaults([gpu], [no_execute]) == [gpu, no_execute]
+    assert with_chart_defaults([gpu], [{"operator": "Exists", "effect": "NoSchedule"}]) == [
+        {"operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert with_chart_defaults([control_plane, gpu], [{"operator": "Exists"}]) == [{"operator": "Exists"}]
+    # Exists covers the Equal default of the same key; an Equal never covers an Exists.
+    cp_exists = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+    assert with_chart_defaults([control_plane], [cp_exists]) == [cp_exists]
+    assert with_chart_defaults([gpu], [{**gpu, "operator": "Equal", "value": "present"}])[0] == gpu
+
+
+def test_the_gpu_client_label_replaces_the_eviction_label_from_operator_v26_7(tmp_path: Path) -> None:
+    new = fleet_of(tmp_path, cluster(gpuOperator={"version": "v26.7.0"})).clusters[0]
+    assert new.dra_values is not None
+    assert new.dra_values["kubeletPlugin"]["nodeSelector"] == {
+        "nvidia.com/dra-kubelet-plugin": "true",
+        "nvidia.com/gpu.deploy.client": "true",
+    }
+    assert new.operator_values["driver"] == {"enabled": True}
+    assert operator_restarts_gpu_clients("v26.7.0") and operator_restarts_gpu_clients("v27.1.0")
+    assert not operator_restarts_gpu_clients("v26.3.3")
 
 
 def test_cluster_without_dra_installs_only_the_operator_with_its_device_plugin(tmp_path: Path) -> None:

@@ -91,6 +91,11 @@ def test_known_chart_versions() -> None:
     }
 
 
+def test_the_generator_writes_the_data_module_by_default() -> None:
+    # Run without --output, the script must rewrite the module the code imports, not a stale path.
+    assert Path(_known_paths.__file__).resolve() == generator().DEFAULT_OUTPUT
+
+
 def test_data_module_is_exactly_the_generator_output() -> None:
     reference_dir = reference_file(_known_paths.SOURCE_FILES[ALL_TABLES[0]]).parent
     expected = generator().render_module(reference_dir)

@@ -115,6 +115,21 @@ def test_custom_taints_and_extra_labels(tmp_path: Path) -> None:
     assert "themelio.io/team=vision" in c.kubelet_node_labels.split(",")
 
 
+def test_untainted_static_pool_gets_labels_and_no_taint_resource(tmp_path: Path) -> None:
+    from themelio_gpu.outputs.synth import synthesize
+
+    # kubernetes_node_taint needs at least one taint block: terraform validate refuses an empty one.
+    synthesize(
+        fleet_of(tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=[pool(taints=[])])),
+        tmp_path / "out",
+        None,
+    )
+    resources = json.loads((tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text())["resource"]
+    assert "node_labels_p" in resources["kubernetes_labels"]
+    assert "kubernetes_node_taint" not in resources
+    assert resources["helm_release"]["gpu_operator"]["depends_on"] == ["kubernetes_labels.node_labels_p"]
+
+
 # --- bad input ------------------------------------------------------------------------------------------------
 
 
@@ -185,6 +200,27 @@ def test_bad_pools(
 ) -> None:
     problems = problems_of(tmp_path, cluster(offerings=offerings, nodePools=[item]))
     assert any(f": {location}: " in p and message in p for p in problems), "\n".join(problems)
+
+
+@pytest.mark.parametrize("provisioning", [{"static": {"nodes": ["n1"]}}, {"provisioned": {}}])
+def test_two_taints_with_one_key_are_refused_naming_the_pool_and_both_taints(
+    tmp_path: Path, provisioning: dict[str, Any]
+) -> None:
+    taints = [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "true", "effect": "NoExecute"},
+    ]
+    problems = problems_of(
+        tmp_path,
+        cluster(offerings=["nvidia.com/a100"], nodePools=[pool(taints=taints, provisioning=provisioning)]),
+    )
+    (problem,) = problems
+    assert problem.startswith(
+        "stacks/00-test.yaml: nodePools[0].taints[2]: pool p: taint nvidia.com/gpu=true:NoExecute has the key of "
+        "taints[0] nvidia.com/gpu=present:NoSchedule; a node's taint keys must be unique (the kubernetes "
+        "provider's kubernetes_node_taint refuses them at plan time): keep one taint per key (line "
+    ), problem
 
 
 def test_one_node_in_two_pools(tmp_path: Path) -> None:

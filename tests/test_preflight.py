@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS
 from tests.fakeapi import SCENARIOS, FakeApiServer, _label_matcher, _matches
 from themelio_gpu.live.preflight import (
     DEVICE_CLASSES,
@@ -33,6 +34,7 @@ from themelio_gpu.live.preflight import (
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 
 ROOT = Path(__file__).resolve().parents[1]
+QUOTA_FLEET = ROOT / "tests" / "fixtures" / "quota" / "chart-gpu"
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +73,16 @@ def closed_port() -> int:
 # --- Fixtures are what the generator writes --------------------------------------------------------------
 
 
-def test_fixtures_match_their_generator() -> None:
+def _generator() -> Any:
     spec = importlib.util.spec_from_file_location("make_fixtures", SCENARIOS / "make_fixtures.py")
     assert spec is not None and spec.loader is not None
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
+    return generator
+
+
+def test_fixtures_match_their_generator() -> None:
+    generator = _generator()
     expected: dict[str, str] = generator.render()
     stale = []
     for name in generator.SCENARIOS:
@@ -118,6 +125,7 @@ def test_healthy_cluster_passes(east: ClusterPlan) -> None:
         "OK   offering nvidia.com/a100-mig-3g.20gb",
         "OK   offering nvidia.com/gpu",
         "WARN unselected-devices",
+        "OK   resource-quotas",
         "OK   pool a100-whole",
         "OK   pool a100-mig",
     ]
@@ -135,7 +143,11 @@ def test_healthy_cluster_passes(east: ClusterPlan) -> None:
     assert "24 devices no offering selects: 24x NVIDIA A100-SXM4-40GB 2g.10gb (" in only(
         lines, "WARN", "unselected-devices"
     )
-    assert lines[-1] == "Summary: 18 OK, 1 WARN, 0 FAIL: cluster gpu-east passed"
+    assert only(lines, "OK", "resource-quotas") == (
+        "OK   resource-quotas: 2 namespaces with GPU keys (team-a, team-b) limit all 8 ways to a GPU; 1 with "
+        "quotas but no GPU key (kube-system): every GPU is open to them"
+    )
+    assert lines[-1] == "Summary: 19 OK, 1 WARN, 0 FAIL: cluster gpu-east passed"
 
 
 def test_the_only_write_is_one_dry_run_probe(east: ClusterPlan) -> None:
@@ -150,7 +162,10 @@ def test_the_only_write_is_one_dry_run_probe(east: ClusterPlan) -> None:
 def test_every_scenario_has_a_test() -> None:
     # run() checks the read-only promise, so each scenario folder must be exercised by some test here.
     source = Path(__file__).read_text()
-    untested = [p.name for p in SCENARIOS.iterdir() if p.is_dir() and f'"{p.name}")' not in source]
+    # A scenario is a folder with scenario.yaml (loading make_fixtures.py may leave a __pycache__ beside them).
+    scenarios = [p for p in SCENARIOS.iterdir() if (p / "scenario.yaml").is_file()]
+    assert scenarios
+    untested = [p.name for p in scenarios if f'"{p.name}")' not in source]
     assert not untested
 
 
@@ -185,7 +200,7 @@ def test_version_mismatch_fails(east: ClusterPlan) -> None:
     assert code == 1
     line = only(lines, "FAIL", "server-version")
     assert "the server runs v1.35.0, the definition declares kubernetesVersion 1.34.2" in line
-    assert "stacks/gpu-east.yaml" in line
+    assert east.file in line
 
 
 def test_older_patch_release_is_a_warning(east: ClusterPlan, tmp_path: Path) -> None:
@@ -247,18 +262,81 @@ def test_resource_api_not_served_fails_once_and_skips_dra_checks(east: ClusterPl
     assert len(lines_of(lines, "FAIL")) == 1
 
 
+@pytest.fixture(scope="module")
+def quota_east() -> ClusterPlan:
+    """gpu-east from the quota fixture fleet (tests/fixtures/quota/chart-gpu), the same cluster as recorded."""
+    plan = load_fleet(QUOTA_FLEET / "catalog.yaml", QUOTA_FLEET / "stacks").cluster("gpu-east")
+    assert plan is not None
+    return plan
+
+
+def test_quota_holes_name_each_open_path_and_the_key_to_add(quota_east: ClusterPlan) -> None:
+    code, lines, _ = run(quota_east, "quota-holes")
+    assert code == 1
+    # team-c has what the tool used to emit: only requests.nvidia.com/a100.
+    assert [line for line in lines if line.startswith("FAIL quota team-c:")] == [
+        "FAIL quota team-c: class a100-40gb-mig-1g.5gb.gpu.themelio.io (nvidia.com/a100-mig-1g.5gb, "
+        "deviceclass.resource.kubernetes.io/a100-40gb-mig-1g.5gb.gpu.themelio.io, ResourceClaims) is not limited: "
+        "add requests.nvidia.com/a100-mig-1g.5gb (its grant, or 0)",
+        "FAIL quota team-c: class a100-40gb-mig-3g.20gb.gpu.themelio.io (nvidia.com/a100-mig-3g.20gb, "
+        "deviceclass.resource.kubernetes.io/a100-40gb-mig-3g.20gb.gpu.themelio.io, ResourceClaims) is not limited: "
+        "add requests.nvidia.com/a100-mig-3g.20gb (its grant, or 0)",
+        "FAIL quota team-c: class legacy-mig-1g.5gb.gpu.themelio.io (nvidia.com/mig-1g.5gb, "
+        "deviceclass.resource.kubernetes.io/legacy-mig-1g.5gb.gpu.themelio.io, ResourceClaims) is not limited: "
+        "add requests.nvidia.com/mig-1g.5gb (its grant, or 0)",
+        "FAIL quota team-c: class legacy-mig-3g.20gb.gpu.themelio.io (nvidia.com/mig-3g.20gb, "
+        "deviceclass.resource.kubernetes.io/legacy-mig-3g.20gb.gpu.themelio.io, ResourceClaims) is not limited: "
+        "add requests.nvidia.com/mig-3g.20gb (its grant, or 0)",
+        "FAIL quota team-c: class gpu.nvidia.com (nvidia.com/gpu, deviceclass.resource.kubernetes.io/gpu.nvidia.com, "
+        "ResourceClaims) is not limited: add requests.nvidia.com/gpu (its grant, or 0)",
+        "FAIL quota team-c: class mig.nvidia.com (deviceclass.resource.kubernetes.io/mig.nvidia.com, ResourceClaims) "
+        "is not limited: add mig.nvidia.com.deviceclass.resource.k8s.io/devices (0)",
+        "FAIL quota team-c: class vfio.gpu.nvidia.com (deviceclass.resource.kubernetes.io/vfio.gpu.nvidia.com, "
+        "ResourceClaims) is not limited: add vfio.gpu.nvidia.com.deviceclass.resource.k8s.io/devices (0)",
+    ]
+    # team-d lists every key, but in a scoped quota: that limits neither claims nor pods outside its scope.
+    assert "ResourceQuota gpu-high has scopes" in only(lines, "WARN", "quota team-d")
+    assert len([line for line in lines if line.startswith("FAIL quota team-d:")]) == 8
+    # The complete namespaces pass, and nothing else fails.
+    assert not [line for line in lines if line.startswith(("FAIL quota team-a", "FAIL quota team-b"))]
+    assert {line.split(":")[0] for line in lines_of(lines, "FAIL")} == {"FAIL quota team-c", "FAIL quota team-d"}
+
+
+def test_the_planned_quota_closes_what_preflight_checks(quota_east: ClusterPlan) -> None:
+    """The planner's keys for gpu-east are the recorded cluster's complete set (an independent record)."""
+    from themelio_gpu.plan.quota import plan_quota
+
+    generator = _generator()
+    assert set(plan_quota(quota_east).keys) == set(generator.EAST_GPU_KEYS)
+
+
+def test_no_namespace_with_a_gpu_key_is_a_warning(quota_east: ClusterPlan, tmp_path: Path) -> None:
+    scenario = tmp_path / "no-gpu-quotas"
+    (scenario / "api" / "v1").mkdir(parents=True)
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({"base": str(SCENARIOS / "healthy")}))
+    (scenario / "api" / "v1" / "resourcequotas.json").write_text(
+        json.dumps({"kind": "ResourceQuotaList", "apiVersion": "v1", "metadata": {}, "items": []})
+    )
+    code, lines, _ = run(quota_east, scenario)
+    assert code == 0
+    assert only(lines, "WARN", "resource-quotas") == (
+        "WARN resource-quotas: no namespace has a GPU quota key: every namespace can take every GPU "
+        "(python -m themelio_gpu catalog quota --cluster gpu-east --namespace NS ...)"
+    )
+
+
 def east_variant(
     tmp_path: Path,
     change: Callable[[dict[str, Any]], None],
     change_catalog: Callable[[dict[str, Any]], None] | None = None,
 ) -> ClusterPlan:
     """gpu-east with `change` applied to its definition (and the catalog's), planned from copies in tmp_path."""
-    data = yaml.safe_load((ROOT / "stacks" / "gpu-east.yaml").read_text())
+    data = yaml.safe_load((EXAMPLE_STACKS / "gpu-east.yaml").read_text())
     change(data)
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     (stacks / "gpu-east.yaml").write_text(yaml.safe_dump(data))
-    catalog = ROOT / "catalog" / "gpu-catalog.yaml"
+    catalog = EXAMPLE_CATALOG
     if change_catalog is not None:
         catalog_data = yaml.safe_load(catalog.read_text())
         change_catalog(catalog_data)
@@ -329,6 +407,7 @@ def test_connects_with_the_definitions_kubeconfig_and_context(
 ) -> None:
     # gpu-east says path ~/.kube/config, context gpu-east: `~` must expand.
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
     with FakeApiServer.for_scenario("healthy") as server:
         write_kubeconfig(tmp_path / ".kube" / "config", server, "gpu-east")
         out = io.StringIO()
@@ -375,6 +454,67 @@ def test_missing_kubeconfig_is_one_fail_line(east: ClusterPlan, tmp_path: Path) 
     out = io.StringIO()
     assert run_preflight(east, out, kubeconfig=str(tmp_path / "missing.yaml")) == 1
     assert out.getvalue().splitlines()[0] == f"FAIL connection: kubeconfig {tmp_path}/missing.yaml not found"
+
+
+def test_kubeconfig_environment_variable_wins_over_the_definitions_path(
+    east: ClusterPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "no-home"))  # the definition's ~/.kube/config does not exist
+    with FakeApiServer.for_scenario("healthy") as server:
+        write_kubeconfig(tmp_path / "ci" / "kubeconfig", server, "gpu-east")
+        # A list, as kubectl reads it: files that do not exist are skipped.
+        monkeypatch.setenv("KUBECONFIG", f"{tmp_path}/absent.yaml:{tmp_path}/ci/kubeconfig")
+        out = io.StringIO()
+        assert run_preflight(east, out) == 0, out.getvalue()
+        # --kubeconfig still wins over the variable.
+        out = io.StringIO()
+        assert run_preflight(east, out, kubeconfig=str(tmp_path / "flag.yaml")) == 1
+        assert out.getvalue().splitlines()[0] == f"FAIL connection: kubeconfig {tmp_path}/flag.yaml not found"
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone.yaml"))
+    out = io.StringIO()
+    assert run_preflight(east, out) == 1
+    assert (
+        out.getvalue().splitlines()[0]
+        == f"FAIL connection: kubeconfig {tmp_path}/gone.yaml (from $KUBECONFIG) not found"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("apiVersion: v1\nclusters: [\n", "is not valid YAML: line 3, column 1: expected the node content"),
+        ("apiVersion: v1\n\tkind: Config\n", "is not valid YAML: line 2, column 1"),
+        ("- a\n- b\n", "is not a kubeconfig (a mapping with clusters, users and contexts)"),
+        ("", "config file is empty"),
+    ],
+)
+def test_corrupt_kubeconfig_is_one_fail_line_without_a_traceback(
+    east: ClusterPlan, tmp_path: Path, text: str, message: str
+) -> None:
+    config = tmp_path / "config"
+    config.write_text(text)
+    out = io.StringIO()
+    assert run_preflight(east, out, kubeconfig=str(config)) == 1
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("FAIL connection: ") and message in lines[0], lines
+    assert len(lines) == 2
+
+
+def test_preflight_command_with_a_corrupt_kubeconfig_prints_no_traceback(tmp_path: Path) -> None:
+    import subprocess
+
+    config = tmp_path / "config"
+    config.write_text("clusters: [\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "themelio_gpu", "preflight", "gpu-east", "--kubeconfig", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    assert f"FAIL connection: kubeconfig {config} is not valid YAML" in result.stdout
 
 
 def test_unknown_context_is_one_fail_line(east: ClusterPlan, tmp_path: Path) -> None:
@@ -502,3 +642,73 @@ def test_failed_exec_plugin_is_named_in_the_fail_line(tmp_path: Path) -> None:
     first = out.getvalue().splitlines()[0]
     assert first.startswith("FAIL connection: cannot reach https://127.0.0.1:"), first
     assert first.endswith(f"(client: [Errno 2] No such file or directory: '{tmp_path}/no-such-plugin')"), first
+
+
+# --- draDriver.managedBy: gpu-operator -----------------------------------------------------------------
+
+
+def _gpu_cluster_plan() -> ClusterPlan:
+    fleet = ROOT / "tests" / "fixtures" / "fleets" / "gpu-operator-mode"
+    plan = load_fleet(fleet / "catalog" / "gpu-catalog.yaml", fleet / "stacks").cluster("gpu-forge")
+    assert plan is not None
+    return plan
+
+
+def _healthy_with(tmp_path: Path, files: dict[str, Any]) -> Path:
+    scenario = tmp_path / "scenario"
+    (scenario / "apis" / "nvidia.com" / "v1").mkdir(parents=True)
+    (scenario / "scenario.yaml").write_text(yaml.safe_dump({"base": str(SCENARIOS / "healthy")}))
+    for name, content in files.items():
+        (scenario / name).write_text(json.dumps(content))
+    return scenario
+
+
+def test_gpu_cluster_mode_fails_where_a_cluster_policy_exists(tmp_path: Path) -> None:
+    policy = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicyList", "items": [{"metadata": {"name": "cp"}}]}
+    scenario = _healthy_with(tmp_path, {"apis/nvidia.com/v1/clusterpolicies.json": policy})
+    code, lines, _ = run(_gpu_cluster_plan(), scenario)
+    assert code == 1
+    line = only(lines, "FAIL", "cluster-policy")
+    assert "ClusterPolicy cp exists" in line and "the two cannot coexist" in line
+
+
+def test_gpu_cluster_mode_passes_the_cluster_policy_check_without_one(tmp_path: Path) -> None:
+    empty = {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicyList", "items": []}
+    _, lines, _ = run(
+        _gpu_cluster_plan(), _healthy_with(tmp_path, {"apis/nvidia.com/v1/clusterpolicies.json": empty})
+    )
+    assert only(lines, "OK", "cluster-policy").endswith("no ClusterPolicy: the GPUCluster can run")
+    _, lines, _ = run(_gpu_cluster_plan(), "healthy")  # no nvidia.com API at all
+    assert "no ClusterPolicy API is served" in only(lines, "OK", "cluster-policy")
+
+
+def test_gpu_cluster_mode_fails_below_1_34_2(tmp_path: Path) -> None:
+    version = json.loads((SCENARIOS / "healthy" / "version.json").read_text())
+    scenario = _healthy_with(tmp_path, {"version.json": {**version, "gitVersion": "v1.34.1"}})
+    code, lines, _ = run(_gpu_cluster_plan(), scenario)
+    assert code == 1
+    assert "needs 1.34.2 or later" in only(lines, "FAIL", "server-version")
+
+
+def test_chart_mode_runs_no_cluster_policy_check(east: ClusterPlan) -> None:
+    _, lines, _ = run(east, "healthy")
+    assert not [line for line in lines if "cluster-policy" in line]
+
+
+def test_gpu_cluster_mode_checks_the_published_driver_version(tmp_path: Path) -> None:
+    _, lines, _ = run(_gpu_cluster_plan(), "healthy")
+    assert (
+        only(lines, "OK", "driver-version")
+        == "OK   driver-version: NVIDIA driver 580.105.8 (the GPUCluster needs 580+)"
+    )
+    slices = json.loads((SCENARIOS / "healthy" / "apis/resource.k8s.io/v1/resourceslices.json").read_text())
+    first = slices["items"][0]
+    for device in first["spec"]["devices"]:
+        device["attributes"]["driverVersion"] = {"version": "570.195.3"}
+    scenario = _healthy_with(tmp_path, {})
+    (scenario / "apis/resource.k8s.io/v1").mkdir(parents=True)
+    (scenario / "apis/resource.k8s.io/v1/resourceslices.json").write_text(json.dumps(slices))
+    code, lines, _ = run(_gpu_cluster_plan(), scenario)
+    assert code == 1
+    line = only(lines, "FAIL", "driver-version")
+    assert f"570.195.3 on {first['spec']['nodeName']}" in line and "580.105.8" not in line

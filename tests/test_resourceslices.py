@@ -368,3 +368,15 @@ def test_corrupting_any_field_never_raises_anything_else(data: st.DataObject) ->
         assert error.problems and all(p.startswith("fuzz.json: ") for p in error.problems)
     else:
         assert all(isinstance(d, Device) for d in devices)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "not valid JSON: nested too deeply"),
+        ("a: " + "[" * 3000, "nested too deeply"),
+    ],
+    ids=["json", "yaml"],
+)
+def test_deeply_nested_input_is_a_problem_not_a_traceback(text: str, message: str) -> None:
+    assert any(message in problem for problem in problems_of(text))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import EXAMPLE_CATALOG, FIXTURES, ROOT
 from themelio_gpu.dryrun.cluster_match import classes_for_catalog, classes_for_cluster, match_cluster
 from themelio_gpu.dryrun.match import MatchReport, match_classes
 from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
@@ -32,7 +32,7 @@ def devices() -> list[Device]:
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
     """The example catalog plus an A100-80GB 1g.10gb offering, the profile name A100-40GB also has."""
-    data = yaml.safe_load((ROOT / "catalog" / "gpu-catalog.yaml").read_text())
+    data = yaml.safe_load(EXAMPLE_CATALOG.read_text())
     data["offerings"]["nvidia.com/a100-80gb-mig-1g.10gb"] = {
         "deviceClass": "a100-80gb-mig-1g.10gb.gpu.themelio.io",
         "product": "a100-80gb",

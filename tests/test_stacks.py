@@ -10,19 +10,22 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, fleet_of
-from tests.conftest import ROOT, SNAPSHOTS
-from tests.snapshot import assert_matches_snapshot
+from tests.conftest import EXAMPLE_CLUSTERS, FIXTURE_SNAPSHOTS, ROOT
+from tests.snapshot import assert_matches_snapshot, assert_no_stale_snapshots
 from themelio_gpu.plan.fleet import Fleet
 
 StackJson = Callable[[str], dict[str, Any]]
-EXAMPLE_CLUSTERS = ("gpu-east", "gpu-lab", "gpu-west")
 SECRET = "tok-3x4mpl3-d0-n0t-l34k"
 
 
 @pytest.mark.parametrize("name", EXAMPLE_CLUSTERS)
 def test_stack_matches_reviewed_snapshot(name: str, synthesized: Path, update_snapshots: bool) -> None:
     actual = (synthesized / "stacks" / name / "cdk.tf.json").read_text(encoding="utf-8")
-    assert_matches_snapshot(SNAPSHOTS / "stacks" / f"{name}.cdk.tf.json", actual, update_snapshots)
+    assert_matches_snapshot(FIXTURE_SNAPSHOTS / "stacks" / f"{name}.cdk.tf.json", actual, update_snapshots)
+
+
+def test_no_snapshot_of_a_fixture_cluster_that_is_gone(update_snapshots: bool) -> None:
+    assert_no_stale_snapshots(FIXTURE_SNAPSHOTS / "stacks", ".cdk.tf.json", EXAMPLE_CLUSTERS, update_snapshots)
 
 
 def test_one_stack_per_cluster(synthesized: Path, example_fleet: Fleet) -> None:
@@ -115,14 +118,14 @@ def test_resources_are_ordered_labels_operator_driver_classes(stack_json: StackJ
 
 
 def _backend_of(tmp_path: Path, backend: dict[str, Any]) -> dict[str, Any]:
-    from cdktf import Testing
+    # The real App().synth(), as main.py runs it: Testing.synth skips the step where cdktf adds its default
+    # local backend to a stack that holds no backend object.
+    from themelio_gpu.outputs.synth import synthesize
 
-    from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
-
-    plan = fleet_of(tmp_path, cluster(backend=backend)).clusters[0]
-    stack = GpuClusterStack(Testing.app(), plan)
-    terraform: dict[str, Any] = json.loads(Testing.synth(stack))["terraform"]
-    return {k: v for k, v in terraform.items() if k != "required_providers"}
+    synthesize(fleet_of(tmp_path, cluster(backend=backend)), tmp_path / "out", progress=None)
+    stack = json.loads((tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text())
+    terraform: dict[str, Any] = stack["terraform"]
+    return {k: v for k, v in terraform.items() if k not in ("required_providers", "required_version")}
 
 
 BACKENDS: list[tuple[dict[str, Any], dict[str, Any]]] = [
@@ -215,3 +218,98 @@ BACKENDS: list[tuple[dict[str, Any], dict[str, Any]]] = [
 )
 def test_state_backends(backend: dict[str, Any], expected: dict[str, Any], tmp_path: Path) -> None:
     assert _backend_of(tmp_path, backend) == expected
+
+
+def _one_cluster_per_backend() -> list[dict[str, Any]]:
+    return [cluster(name=f"{b['type']}-{i}", backend=b) for i, (b, _) in enumerate(BACKENDS)]
+
+
+def test_every_backend_type_synthesizes_one_backend_and_the_same_bytes_anywhere(tmp_path: Path) -> None:
+    from themelio_gpu.outputs.synth import synthesize
+
+    fleet = fleet_of(tmp_path, *_one_cluster_per_backend())
+    synthesize(fleet, tmp_path / "once", progress=None)
+    synthesize(fleet, tmp_path / "twice", progress=None)
+    files = _all_files(tmp_path / "once")
+    assert files == _all_files(tmp_path / "twice")
+    stacks = {rel: json.loads(content) for rel, content in files.items() if rel.endswith("cdk.tf.json")}
+    assert len(stacks) == len(BACKENDS)
+    # cdktf's default local backend path is absolute from the synthesizing process's working directory.
+    machine_paths = {str(ROOT), str(tmp_path), str(Path.home()), str(Path.cwd())}
+    for rel, stack in stacks.items():
+        terraform = stack["terraform"]
+        blocks = [f"backend.{name}" for name in terraform.get("backend", {})]
+        blocks += ["cloud"] if "cloud" in terraform else []
+        assert len(blocks) == 1, f"{rel}: {blocks}"
+        assert stack["//"]["metadata"]["backend"] == blocks[0].removeprefix("backend."), rel
+        text = files[rel].decode()
+        assert not [p for p in machine_paths if p in text], rel
+
+
+def test_kubernetes_backend_gives_other_stacks_a_remote_state_of_itself() -> None:
+    from cdktf import TerraformStack, Testing
+
+    from themelio_gpu.constructs.kubernetes_backend import KubernetesBackend
+
+    app = Testing.app()
+    backend = KubernetesBackend(TerraformStack(app, "origin"), {"secret_suffix": "origin", "namespace": "tf"})
+    reader = TerraformStack(app, "reader")
+    backend.get_remote_state_data_source(reader, "origin_state", "origin")
+    data = json.loads(Testing.synth(reader))["data"]["terraform_remote_state"]["origin_state"]
+    assert data == {"backend": "kubernetes", "config": {"namespace": "tf", "secret_suffix": "origin"}}
+
+
+@pytest.mark.parametrize(
+    ("backend", "expected"),
+    [
+        ({"type": "local"}, ">= 1.0"),
+        ({"type": "s3", "bucket": "b", "region": "r"}, ">= 1.10"),
+        ({"type": "s3", "bucket": "b", "region": "r", "useLockfile": False, "dynamodbTable": "t"}, ">= 1.0"),
+        ({"type": "cloud", "organization": "o"}, ">= 1.1"),
+        ({"type": "remote", "organization": "o"}, ">= 1.0"),
+        ({"type": "kubernetes"}, ">= 1.0"),
+    ],
+)
+def test_required_version_is_the_oldest_terraform_with_what_the_stack_uses(
+    backend: dict[str, Any], expected: str, tmp_path: Path
+) -> None:
+    assert fleet_of(tmp_path, cluster(backend=backend)).clusters[0].terraform_version == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), [("gpu-east", ">= 1.10"), ("gpu-lab", ">= 1.0"), ("gpu-west", ">= 1.1")]
+)
+def test_stacks_declare_their_required_terraform_version(name: str, expected: str, stack_json: StackJson) -> None:
+    assert stack_json(name)["terraform"]["required_version"] == expected
+
+
+def test_user_text_that_looks_like_a_terraform_template_stays_literal(tmp_path: Path) -> None:
+    import yaml
+
+    from themelio_gpu.outputs.synth import synthesize
+
+    # Terraform reads `${` and `%{` in any resource, provider or output string as a template.
+    catalog = yaml.safe_load((ROOT / "catalog" / "gpu-catalog.yaml").read_text())
+    catalog["offerings"]["nvidia.com/a100"]["displayName"] = "A100 ${price} %{ if x }y%{ endif }"
+    test = cluster(
+        access={"kubeconfig": {"path": "${HOME}/.kube/config", "context": "%{ctx}"}},
+        offerings=["nvidia.com/a100"],
+        nodePools=[cluster()["nodePools"][0]],
+        gpuOperator={"values": {"driver": {"repository": "${REGISTRY}/nvidia"}}},
+        catalogConfigMap={},
+    )
+    synthesize(fleet_of(tmp_path, test, catalog=catalog), tmp_path / "out", progress=None)
+    text = (tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text()
+    stack = json.loads(text)
+    assert stack["provider"]["kubernetes"] == [
+        {"config_context": "%%{ctx}", "config_path": "$${HOME}/.kube/config"}
+    ]
+    assert "repository: $${REGISTRY}/nvidia" in stack["resource"]["helm_release"]["gpu_operator"]["values"][0]
+    labels = stack["output"]["gpu_labels"]["value"]["gpuLabels"]["nvidia.com/a100"]
+    assert labels["displayName"] == "A100 $${price} %%{ if x }y%%{ endif }"
+    assert (
+        "$${price}"
+        in stack["resource"]["kubernetes_config_map_v1"]["catalog_config_map"]["data"]["gpu-labels.yaml"]
+    )
+    for unescaped in ("${HOME}", "${REGISTRY}", "${price}", "%{ctx}", "%{ if"):
+        assert text.count(unescaped) == text.count(unescaped[0] + unescaped), unescaped

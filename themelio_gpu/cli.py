@@ -1,31 +1,41 @@
 """Command-line entry points. Bad input ends in a list of `file: location: message` lines, never a traceback.
 
-Exit codes: 0 success, 1 a check found a problem (drift, preflight, match, trial), 2 bad input.
+Exit codes: 0 success, 1 a check found a problem (drift, preflight, match, trial, verify,
+terraform-check), 2 bad input or a missing tool (helm or kubernetes-validate for verify, terraform for terraform-check).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from themelio_gpu import __version__
+from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.problems import InputError, Problems
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.outputs.contracts import (
+    WALDUR_RESOURCE_QUOTA_NAME,
+    closed_resource_quota,
     gpu_labels_config,
     kubeflow_spawner_gpus,
+    kubeflow_workspacekind_pod_configs,
     resource_quota,
     waldur_backend_components,
     waldur_quota_mapping,
 )
+from themelio_gpu.outputs.kueue import kueue_objects
 from themelio_gpu.outputs.yaml_output import dump_yaml
-from themelio_gpu.plan.fleet import Fleet, load_fleet
-from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, input_paths
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
+from themelio_gpu.settings import CATALOG_ENV, DEFAULT_OUTDIR, STACKS_DIR_ENV, input_paths
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -35,9 +45,32 @@ EXIT_BAD_INPUT = 2
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
+EXIT_CODES = "exit codes: 0 success, 1 the check found a problem, 2 bad input (every problem is listed)"
+
+
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--catalog", help=f"catalog file (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)")
-    parser.add_argument("--stacks-dir", help=f"cluster definitions (default: ${STACKS_DIR_ENV} or stacks/)")
+    parser.add_argument(
+        "--catalog", metavar="FILE", help=f"the GPU catalog (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)"
+    )
+    parser.add_argument(
+        "--stacks-dir",
+        metavar="DIR",
+        help=f"folder of cluster definitions, one *.yaml per cluster (default: ${STACKS_DIR_ENV} or stacks/)",
+    )
+
+
+def _add_version_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", action="version", version=version_text(), help="print the version and exit")
+
+
+def version_text() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        cdktf = version("cdktf")
+    except PackageNotFoundError:
+        cdktf = "not installed"
+    return f"themelio-gpu {__version__} (cdktf {cdktf})"
 
 
 def _load(args: argparse.Namespace) -> Fleet:
@@ -80,7 +113,12 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 def _synth_parser(parser: argparse.ArgumentParser) -> None:
     _add_input_flags(parser)
-    parser.add_argument("--outdir", help="output folder (default: $CDKTF_OUTDIR or cdktf.out)")
+    parser.add_argument(
+        "--outdir",
+        metavar="DIR",
+        help=f"output folder; stack folders of clusters that no longer exist are removed from it "
+        f"(default: $CDKTF_OUTDIR or {DEFAULT_OUTDIR})",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines or summary")
 
 
@@ -95,8 +133,14 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def synth_main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="main.py", description="Synthesize one Terraform stack per cluster.")
+    parser = argparse.ArgumentParser(
+        prog="main.py",
+        description="Synthesize one Terraform stack per cluster into <outdir>/stacks/<cluster>/cdk.tf.json. "
+        "Other commands: python -m themelio_gpu --help",
+        epilog="exit codes: 0 written, 2 bad input (every problem is listed; nothing is written)",
+    )
     _synth_parser(parser)
+    _add_version_flag(parser)
     args = parser.parse_args(argv)
     return report_input_errors(lambda: _synth(args))
 
@@ -162,41 +206,102 @@ def _product_column(offering: ResolvedOffering) -> str:
 
 
 CONTRACT_FILES: dict[str, Callable[[Catalog], Any]] = {
-    "waldur-quota-mapping.yaml": waldur_quota_mapping,
-    "waldur-backend-components.yaml": waldur_backend_components,
     "kubeflow-spawner-gpus.yaml": kubeflow_spawner_gpus,
+    "kubeflow-workspacekind-podconfig.yaml": kubeflow_workspacekind_pod_configs,
     "gpu-labels.yaml": gpu_labels_config,
 }
 
 
 def contract_files(catalog: Catalog) -> dict[str, str]:
+    """The catalog-wide files: what does not depend on a cluster's classes."""
     return {name: dump_yaml(make(catalog)) for name, make in CONTRACT_FILES.items()}
 
 
+def _documents(objects: Sequence[Any]) -> str:
+    return "".join(f"---\n{dump_yaml(o)}" for o in objects)
+
+
+def cluster_contract_files(plan: ClusterPlan) -> dict[str, str]:
+    """The files of one cluster: quotas and the consumers that follow its grant names."""
+    quota = plan_quota(plan)
+    kueue = kueue_objects(plan, quota)
+    note = "".join(
+        f"# pool {p}: its size is not known here, so its devices count 0; raise nominalQuota by hand\n"
+        for p in kueue.unsized_pools
+    )
+    names = quota.grant_names
+    return {
+        "waldur-quota-mapping.yaml": dump_yaml(waldur_quota_mapping(plan, quota)),
+        "waldur-backend-components.yaml": dump_yaml(waldur_backend_components(plan, quota)),
+        "resource-quota-closed.yaml": dump_yaml(closed_resource_quota(quota)),
+        "kueue.yaml": note + _documents(kueue.objects),
+        "kubeflow-spawner-gpus.yaml": dump_yaml(kubeflow_spawner_gpus(plan.offerings, names)),
+        "kubeflow-workspacekind-podconfig.yaml": dump_yaml(
+            kubeflow_workspacekind_pod_configs(plan.offerings, names)
+        ),
+    }
+
+
+def export_files(fleet: Fleet) -> dict[str, str]:
+    """Relative path -> content of everything `catalog export` writes."""
+    files = contract_files(fleet.catalog)
+    for plan in fleet.clusters:
+        for name, text in cluster_contract_files(plan).items():
+            files[f"clusters/{plan.name}/{name}"] = text
+    return files
+
+
 def _catalog_export(args: argparse.Namespace) -> int:
-    catalog = _load_catalog(args)
+    fleet = _load(args)
+    files = export_files(fleet)  # everything computed before anything is written
+    if args.out is None:
+        # Nothing is written unless asked: the files go to stdout as one YAML stream, one document each.
+        for name, text in files.items():
+            print(f"--- # {name}")
+            print(text, end="")
+        return EXIT_OK
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in contract_files(catalog).items():
-        (out / name).write_text(text, encoding="utf-8")
-        print(f"wrote {display_path(out / name)}")
+    for name, text in files.items():
+        path = out / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {display_path(path)}")
     return EXIT_OK
 
 
+def check_namespace(namespace: str, problems: Problems, flag: str = "--namespace") -> None:
+    """A namespace given on the command line must be a valid Namespace name (a DNS-1123 label)."""
+    for message in k8s_names.dns1123_label(namespace):
+        problems.add("command line", f"{flag} {namespace}", f"not a valid namespace: {message}")
+
+
 def _catalog_quota(args: argparse.Namespace) -> int:
-    catalog = _load_catalog(args)
+    fleet = _load(args)
     problems = Problems()
-    limits: dict[str, int] = {}
-    for item in args.limits:
-        name, _, count = item.partition("=")
-        if catalog.find(name) is None:
-            problems.add("command line", item, f"{name} is not in the catalog")
-        elif not count.isdigit():
-            problems.add("command line", item, "write NAME=COUNT with a whole number")
+    check_namespace(args.namespace, problems)
+    requested: list[tuple[str, str, int]] = []
+    for item in args.grants:
+        name, sep, count = item.partition("=")
+        if not sep or not count.isdigit():
+            problems.add("command line", item, "write OFFERING=COUNT with a whole number, e.g. nvidia.com/a100=4")
         else:
-            limits[name] = int(count)
+            requested.append((item, name, int(count)))
+    plan = fleet.cluster(args.cluster)
+    if plan is None:
+        known = ", ".join(c.name for c in fleet.clusters) or "none"
+        problems.add("command line", f"--cluster {args.cluster}", f"no cluster of that name; known: {known}")
+        problems.raise_if_any()
+    assert plan is not None
+    quota = plan_quota(plan)
+    grants, found = resolve_grants(quota, plan, [(name, count) for _, name, count in requested])
+    item_of = {name: item for item, name, _ in reversed(requested)}  # the first item naming it
+    for name, message in found:
+        problems.add("command line", item_of[name], message)
     problems.raise_if_any()
-    print(dump_yaml(resource_quota(args.namespace, limits)), end="")
+    hard = quota.hard(grants)
+    print(dump_yaml(resource_quota(WALDUR_RESOURCE_QUOTA_NAME, args.namespace, hard)), end="")
+    for note in grant_notes(quota, plan, grants):
+        print(f"note: {note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -228,92 +333,285 @@ def _check(args: argparse.Namespace) -> int:
     from themelio_gpu.outputs.synth import synthesize
     from themelio_gpu.verify.drift import compare_folders, render_diff
 
-    fleet = _load(args)
     against = Path(args.against)
+    if not against.is_dir():
+        problems = Problems()
+        what = "is not a folder" if against.exists() else "folder not found"
+        problems.add(
+            display_path(against), "", f"{what}: synthesize into it first (`{_resynthesize_command(args)}`)"
+        )
+        problems.raise_if_any()
+    fleet = _load(args)
     with tempfile.TemporaryDirectory(prefix="themelio-check-") as tmp:
         synthesize(fleet, Path(tmp), progress=None)
         diff = compare_folders(against, Path(tmp))
-    print(render_diff(diff, display_path(against)))
+    print(render_diff(diff, display_path(against), _resynthesize_command(args)))
     return EXIT_OK if diff.identical else EXIT_FAILED
+
+
+def _terraform_check(args: argparse.Namespace) -> int:
+    from themelio_gpu.verify import terraform as tf
+
+    try:
+        terraform = tf.find_terraform()
+    except tf.TerraformMissingError as error:
+        print(f"terraform-check: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    start = time.monotonic()
+    # Synthesized into a temporary folder: the check never writes into the project.
+    with tempfile.TemporaryDirectory(prefix="themelio-terraform-check-synth-") as tmp:
+        stacks = _stacks_to_check(args, Path(tmp))
+        config = os.environ.get("TF_CLI_CONFIG_FILE")
+        source = (
+            f"TF_CLI_CONFIG_FILE={config}" if config else "the Terraform CLI configuration (default: the registry)"
+        )
+        plural = "s" if len(stacks) != 1 else ""
+        print(
+            f"terraform-check: {len(stacks)} stack{plural} with {tf.terraform_version(terraform)}; providers from {source}"
+        )
+
+        def report(result: tf.StackCheck) -> None:
+            print(tf.render_result(result, plan=not args.no_plan), flush=True)
+
+        results = tf.check_stacks(terraform, stacks, plan=not args.no_plan, jobs=args.jobs, on_result=report)
+    print(tf.render_summary(results, plan=not args.no_plan, seconds=time.monotonic() - start))
+    return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def _stacks_to_check(args: argparse.Namespace, tmp: Path) -> dict[str, Path]:
+    from themelio_gpu.verify.terraform import stack_folders
+
+    problems = Problems()
+    wanted: list[str] = list(dict.fromkeys(args.cluster or ()))
+    if args.outdir:
+        outdir = Path(args.outdir)
+        stacks = stack_folders(outdir)
+        if not stacks:
+            problems.add(
+                display_path(outdir), "", "no synthesized stacks (stacks/<name>/cdk.tf.json); synthesize first"
+            )
+        known = list(stacks)
+    else:
+        fleet = _load(args)
+        known = [c.name for c in fleet.clusters]
+    for name in wanted:
+        if name not in known and known:
+            problems.add("command line", f"--cluster {name}", f"no stack of that name; known: {', '.join(known)}")
+    problems.raise_if_any()
+    if not args.outdir:
+        from themelio_gpu.outputs.synth import synthesize
+
+        selected = [c for c in fleet.clusters if not wanted or c.name in wanted]
+        synthesize(dataclasses.replace(fleet, clusters=tuple(selected)), tmp, progress=None)
+        stacks = stack_folders(tmp)
+    return {name: path for name, path in stacks.items() if not wanted or name in wanted}
+
+
+def _resynthesize_command(args: argparse.Namespace) -> str:
+    """The `main.py` command that rewrites the checked folder from the same inputs."""
+    words = ["python main.py"]
+    if args.catalog:
+        words.append(f"--catalog {args.catalog}")
+    if args.stacks_dir:
+        words.append(f"--stacks-dir {args.stacks_dir}")
+    if Path(args.against) != Path(DEFAULT_OUTDIR):
+        words.append(f"--outdir {args.against}")
+    return " ".join(words)
 
 
 def _preflight(args: argparse.Namespace) -> int:
     from themelio_gpu.live.preflight import run_preflight
 
-    fleet = _load(args)
-    plan = fleet.cluster(args.cluster)
-    if plan is None:
-        problems = Problems()
-        known = ", ".join(c.name for c in fleet.clusters)
-        problems.add("command line", args.cluster, f"no cluster of that name; known: {known}")
-        problems.raise_if_any()
-    assert plan is not None
+    plan = _select_cluster(_load(args), args.cluster)
     return run_preflight(plan, sys.stdout, kubeconfig=args.kubeconfig, context=args.context)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m themelio_gpu", description="Themelio GPU stacks")
-    commands = parser.add_subparsers(dest="command", required=True)
+def _select_cluster(fleet: Fleet, name: str) -> ClusterPlan:
+    plan = fleet.cluster(name)
+    if plan is None:
+        problems = Problems()
+        known = ", ".join(c.name for c in fleet.clusters)
+        problems.add("command line", name, f"no cluster of that name; known: {known}")
+        problems.raise_if_any()
+    assert plan is not None
+    return plan
 
-    synth = commands.add_parser("synth", help="synthesize every cluster (what main.py does)")
+
+def _verify(args: argparse.Namespace) -> int:
+    from themelio_gpu.verify.charts import VerifyError
+    from themelio_gpu.verify.command import verify_clusters
+
+    fleet = _load(args)
+    plans = [_select_cluster(fleet, args.cluster)] if args.cluster else list(fleet.clusters)
+    charts = Path(args.charts) if args.charts else None
+    if charts is not None and not charts.is_dir():
+        problems = Problems()
+        problems.add("command line", f"--charts {args.charts}", "no such folder of chart directories")
+        problems.raise_if_any()
+    try:
+        return EXIT_OK if verify_clusters(plans, charts, sys.stdout) else EXIT_FAILED
+    except VerifyError as error:
+        print(f"verify: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, details: str = ""
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does (`summary` also shows in the parent's command list)."""
+    return commands.add_parser(
+        name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {details}".strip(), epilog=EXIT_CODES
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m themelio_gpu",
+        description="Themelio GPU stacks: one GPU catalog turned into one Terraform stack per Kubernetes cluster. "
+        "Every command reads the catalog and the cluster definitions (see --catalog and --stacks-dir).",
+        epilog=EXIT_CODES,
+    )
+    _add_version_flag(parser)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    synth = _command(commands, "synth", "synthesize every cluster (what main.py does)")
     _synth_parser(synth)
     synth.set_defaults(run=_synth)
 
-    validate = commands.add_parser("validate", help="check the catalog and every cluster definition")
+    validate = _command(commands, "validate", "check the catalog and every cluster definition", "Writes nothing.")
     _add_input_flags(validate)
     validate.set_defaults(run=_validate)
 
-    catalog = commands.add_parser("catalog", help="the GPU catalog").add_subparsers(
-        dest="catalog_command", required=True
+    catalog = _command(commands, "catalog", "the GPU catalog: validate, show, export, quota").add_subparsers(
+        dest="catalog_command", required=True, metavar="SUBCOMMAND"
     )
-    cv = catalog.add_parser("validate", help="check the catalog file alone")
+    cv = _command(catalog, "validate", "check the catalog file alone")
     _add_input_flags(cv)
     cv.set_defaults(run=_catalog_validate)
-    cs = catalog.add_parser("show", help="offerings, products, MIG profiles, quota keys, clusters")
+    cs = _command(catalog, "show", "table of offerings, products, MIG profiles, quota keys and serving clusters")
     _add_input_flags(cs)
     cs.set_defaults(run=_catalog_show)
-    ce = catalog.add_parser("export", help="write the Waldur, Kubeflow and gpuLabel files")
+    ce = _command(
+        catalog,
+        "export",
+        "the Kubeflow and gpuLabel files, and per cluster the Waldur, quota, Kueue and Notebooks 2.0 files",
+        "Printed to stdout as one YAML stream unless --out is given.",
+    )
     _add_input_flags(ce)
-    ce.add_argument("--out", default="catalog/generated", help="folder to write (default: catalog/generated)")
+    ce.add_argument("--out", "--outdir", metavar="DIR", help="write the files into DIR instead of printing them")
     ce.set_defaults(run=_catalog_export)
-    cq = catalog.add_parser("quota", help="a ResourceQuota named the way Waldur names it")
+    cq = _command(
+        catalog, "quota", "a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path"
+    )
     _add_input_flags(cq)
-    cq.add_argument("--namespace", required=True)
-    cq.add_argument("limits", nargs="+", metavar="NAME=COUNT", help="e.g. nvidia.com/a100=4")
+    cq.add_argument("--cluster", required=True, help="the cluster whose DeviceClasses the quota must close")
+    cq.add_argument("--namespace", required=True, help="the namespace the quota is for (a DNS-1123 label)")
+    cq.add_argument(
+        "grants",
+        nargs="*",
+        metavar="OFFERING=COUNT",
+        help="e.g. nvidia.com/a100=4; an alias name puts that part of the grant on the old name",
+    )
     cq.set_defaults(run=_catalog_quota)
 
-    schema = commands.add_parser("schema", help="rewrite the JSON Schemas of the catalog and cluster files")
+    schema = _command(
+        commands,
+        "schema",
+        "rewrite the JSON Schemas of the catalog and cluster files",
+        "Writes catalog/gpu-catalog.schema.json and stacks/cluster.schema.json.",
+    )
     schema.set_defaults(run=_schema)
 
-    match = commands.add_parser("match", help="which devices each offering's DeviceClass selects (offline)")
+    match = _command(
+        commands,
+        "match",
+        "which devices each offering's DeviceClass selects (offline dry run of the CEL selectors)",
+    )
     _add_input_flags(match)
-    match.add_argument("--slices", required=True, help="kubectl get resourceslices -o json (or -o yaml) output")
+    match.add_argument(
+        "--slices", required=True, metavar="FILE", help="kubectl get resourceslices -o json (or -o yaml) output"
+    )
     match.add_argument("--cluster", help="cluster whose classes to use (default: every offering in the catalog)")
     match.add_argument("--json", action="store_true", help="print the report as JSON")
     match.set_defaults(run=_match)
 
-    trial = commands.add_parser(
-        "trial", help="two or more offerings side by side on ResourceSlices: which devices each could be given"
+    trial = _command(
+        commands,
+        "trial",
+        "two or more offerings side by side on ResourceSlices: which devices each could be given",
+        "Reads the catalog alone (no cluster definition); exit 1 when the trial finds a problem.",
     )
-    trial.add_argument("--catalog", help=f"catalog file (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)")
-    trial.add_argument("--slices", required=True, help="kubectl get resourceslices -o yaml (or -o json) output")
+    trial.add_argument(
+        "--catalog", metavar="FILE", help=f"the GPU catalog (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)"
+    )
+    trial.add_argument(
+        "--slices", required=True, metavar="FILE", help="kubectl get resourceslices -o yaml (or -o json) output"
+    )
     trial.add_argument("--json", action="store_true", help="print the report as JSON")
     trial.add_argument(
         "offerings", nargs="+", metavar="OFFERING", help="extended resource names, e.g. nvidia.com/h100"
     )
     trial.set_defaults(run=_trial)
 
-    check = commands.add_parser("check", help="exit 1 when the synthesized output differs from a folder")
+    check = _command(
+        commands,
+        "check",
+        "exit 1 when a synthesized folder differs from what the inputs synthesize",
+        "Synthesizes into a temporary folder and prints the differences and what to run.",
+    )
     _add_input_flags(check)
-    check.add_argument("--against", default="cdktf.out", help="committed synthesized output (default: cdktf.out)")
+    check.add_argument(
+        "--against",
+        default=DEFAULT_OUTDIR,
+        metavar="DIR",
+        help=f"the committed synthesized output (default: {DEFAULT_OUTDIR})",
+    )
     check.set_defaults(run=_check)
 
-    preflight = commands.add_parser("preflight", help="read-only checks of a live cluster against its definition")
+    terraform = _command(
+        commands,
+        "terraform-check",
+        "terraform init, validate and plan (backend removed) on every synthesized stack",
+        "Providers come from wherever Terraform gets them: the registry, or a mirror named in TF_CLI_CONFIG_FILE.",
+    )
+    _add_input_flags(terraform)
+    terraform.add_argument(
+        "--outdir", help="check this synthesized output (e.g. cdktf.out) instead of synthesizing the fleet"
+    )
+    terraform.add_argument(
+        "--cluster", action="extend", nargs="+", metavar="NAME", help="check only these stacks (repeatable)"
+    )
+    terraform.add_argument("--no-plan", action="store_true", help="stop after terraform validate")
+    terraform.add_argument(
+        "--jobs", type=int, default=4, metavar="N", help="stacks validated and planned at once (default 4)"
+    )
+    terraform.set_defaults(run=_terraform_check)
+
+    preflight = _command(
+        commands,
+        "preflight",
+        "read-only checks of a live cluster against its definition",
+        "The kubeconfig is --kubeconfig, else $KUBECONFIG, else the definition's access.kubeconfig.path.",
+    )
     _add_input_flags(preflight)
-    preflight.add_argument("cluster")
-    preflight.add_argument("--kubeconfig", help="override the definition's kubeconfig path")
-    preflight.add_argument("--context", help="override the definition's kubeconfig context")
+    preflight.add_argument("cluster", help="the cluster's name (its definition's `name`)")
+    preflight.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig to use (overrides $KUBECONFIG)")
+    preflight.add_argument("--context", help="kubeconfig context to use (default: the definition's context)")
     preflight.set_defaults(run=_preflight)
+
+    verify = _command(
+        commands,
+        "verify",
+        "render the real charts with the stack's values and prove every operand's placement",
+        "Needs helm on PATH (or $HELM); reports per cluster, pool and DaemonSet; exit 1 on any failure.",
+    )
+    _add_input_flags(verify)
+    verify.add_argument("--cluster", help="only this cluster (default: every cluster)")
+    verify.add_argument(
+        "--charts",
+        help="folder of chart directories named <chart>-<version> (default: helm pull from each release's repository)",
+    )
+    verify.set_defaults(run=_verify)
     return parser
 
 

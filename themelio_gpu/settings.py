@@ -10,6 +10,8 @@ CATALOG_ENV = "THEMELIO_CATALOG"
 STACKS_DIR_ENV = "THEMELIO_STACKS_DIR"
 DEFAULT_CATALOG = Path("catalog/gpu-catalog.yaml")
 DEFAULT_STACKS_DIR = Path("stacks")
+DEFAULT_OUTDIR = "cdktf.out"
+"""Where cdktf writes (and the CDKTF CLI reads) the stacks, unless $CDKTF_OUTDIR says otherwise."""
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,19 @@ from typing import Any
 
 from cdktf import TerraformStack
 
+from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.constructs.providers import ConfigMapV1, ConfigMapV1Metadata, NamespaceV1, NamespaceV1Metadata
-from themelio_gpu.outputs.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
+from themelio_gpu.outputs.contracts import (
+    closed_resource_quota,
+    gpu_labels_config,
+    kubeflow_spawner_gpus,
+    kubeflow_workspacekind_pod_configs,
+    waldur_quota_mapping,
+)
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.quota import plan_quota
 
 
 @lru_cache(maxsize=256)
@@ -32,9 +40,15 @@ def _yaml(data: Any) -> str:
 class CatalogOutputs:
     def __init__(self, stack: TerraformStack, plan: ClusterPlan) -> None:
         aliases = plan.definition.serve_migration_aliases
+        # Quotas and the consumers that request by name follow the cluster's quota plan (its grant names).
+        quota = plan_quota(plan)
         self.outputs: dict[str, Any] = {
-            "waldur_quota_mapping": waldur_quota_mapping(plan.offerings, aliases),
-            "kubeflow_spawner_gpus": kubeflow_spawner_gpus(plan.offerings),
+            "waldur_quota_mapping": waldur_quota_mapping(plan, quota),
+            "gpu_quota_closed": closed_resource_quota(quota),
+            "kubeflow_spawner_gpus": kubeflow_spawner_gpus(plan.offerings, quota.grant_names),
+            "kubeflow_workspacekind_podconfig": kubeflow_workspacekind_pod_configs(
+                plan.offerings, quota.grant_names
+            ),
             "gpu_labels": gpu_labels_config(plan.offerings, aliases),
             "device_classes": {c.name: c.extended_resource_name for c in plan.device_classes},
         }
@@ -58,11 +72,16 @@ class CatalogOutputs:
                 namespace=config_map.namespace,
                 labels={"app.kubernetes.io/managed-by": FIELD_MANAGER},
             ),
-            data={
-                "gpu-labels.yaml": _yaml(contracts["gpu_labels"]),
-                "kubeflow-spawner-gpus.yaml": _yaml(contracts["kubeflow_spawner_gpus"]),
-                "waldur-quota-mapping.yaml": _yaml(contracts["waldur_quota_mapping"]),
-                "device-classes.json": json.dumps(contracts["device_classes"], sort_keys=True, indent=2),
-            },
+            # Display names and descriptions are the catalog's text: literal() keeps it from being a template.
+            data=literal(
+                {
+                    "gpu-labels.yaml": _yaml(contracts["gpu_labels"]),
+                    "kubeflow-spawner-gpus.yaml": _yaml(contracts["kubeflow_spawner_gpus"]),
+                    "kubeflow-workspacekind-podconfig.yaml": _yaml(contracts["kubeflow_workspacekind_podconfig"]),
+                    "resource-quota-closed.yaml": _yaml(contracts["gpu_quota_closed"]),
+                    "waldur-quota-mapping.yaml": _yaml(contracts["waldur_quota_mapping"]),
+                    "device-classes.json": json.dumps(contracts["device_classes"], sort_keys=True, indent=2),
+                }
+            ),
             depends_on=[namespace],
         )

@@ -12,6 +12,7 @@ from themelio_gpu.constructs.device_classes import DeviceClasses
 from themelio_gpu.constructs.dra_driver_release import DraDriverRelease
 from themelio_gpu.constructs.gpu_node_pool import GpuNodePool
 from themelio_gpu.constructs.gpu_operator_release import GpuOperatorRelease
+from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.providers import (
     HELM_PROVIDER,
     KUBERNETES_PROVIDER,
@@ -21,6 +22,7 @@ from themelio_gpu.constructs.providers import (
     KubernetesProvider,
     KubernetesProviderExec,
 )
+from themelio_gpu.constructs.shared_values import shared_value
 from themelio_gpu.constructs.state_backend import configure_backend
 from themelio_gpu.plan.fleet import ClusterPlan
 
@@ -32,7 +34,8 @@ class GpuClusterStack(TerraformStack):
         self._providers(plan)
         configure_backend(self, cluster.name, cluster.backend)
 
-        # Order: node labels, then the operator, then the DRA driver, then the classes that need its driver.
+        # Order: node labels, then the operator, then the DRA driver chart (where the operator does not manage
+        # the DRA driver), then the classes that need the driver.
         pools = [
             GpuNodePool(self, pool, contract)
             for pool, contract in zip(cluster.node_pools, plan.pools, strict=True)
@@ -40,50 +43,51 @@ class GpuClusterStack(TerraformStack):
         labelled: list[Any] = [d for pool in pools for d in pool.dependables]
         outputs: dict[str, Any] = {k: v for pool in pools for k, v in pool.outputs.items()}
         operator = GpuOperatorRelease(self, plan, depends_on=labelled)
-        if plan.dra_enabled:
-            driver = DraDriverRelease(self, plan, depends_on=[operator.release])
-            if plan.device_classes:
-                DeviceClasses(self, plan.device_classes, depends_on=[driver.release])
+        driver = operator.release
+        if plan.dra_release is not None:
+            driver = DraDriverRelease(self, plan, depends_on=[operator.release]).release
+        if plan.dra_enabled and plan.device_classes:
+            DeviceClasses(self, plan.device_classes, depends_on=[driver])
         outputs.update(CatalogOutputs(self, plan).outputs)
         # Outputs are plain JSON: one override writes them all, instead of one jsii object (round trip) each.
-        self.add_override("output", {name: {"value": value} for name, value in sorted(outputs.items())})
+        self.add_override(
+            "output", {name: {"value": shared_value(literal(v))} for name, v in sorted(outputs.items())}
+        )
 
     def _providers(self, plan: ClusterPlan) -> None:
+        # Every value below is the user's text: literal() keeps `${` and `%{` from being read as templates.
         access = plan.definition.access
         if access.kubeconfig is not None:
-            path, context = access.kubeconfig.path, access.kubeconfig.context
+            path, context = literal(access.kubeconfig.path), literal(access.kubeconfig.context)
             KubernetesProvider(self, "kubernetes", config_path=path, config_context=context)
             HelmProvider(self, "helm", kubernetes=HelmProviderKubernetes(config_path=path, config_context=context))
         else:
             api = access.api
             assert api is not None  # the definition requires exactly one
             plugin = api.exec
+            host, ca = literal(api.host), literal(api.cluster_ca_certificate)
+            command, args = literal(plugin.command), literal(list(plugin.args))
             kubernetes = KubernetesProvider(
                 self,
                 "kubernetes",
-                host=api.host,
-                cluster_ca_certificate=api.cluster_ca_certificate,
-                exec=[
-                    KubernetesProviderExec(
-                        api_version=plugin.api_version, command=plugin.command, args=list(plugin.args)
-                    )
-                ],
+                host=host,
+                cluster_ca_certificate=ca,
+                exec=[KubernetesProviderExec(api_version=plugin.api_version, command=command, args=args)],
             )
             helm = HelmProvider(
                 self,
                 "helm",
                 kubernetes=HelmProviderKubernetes(
-                    host=api.host,
-                    cluster_ca_certificate=api.cluster_ca_certificate,
-                    exec=HelmProviderKubernetesExec(
-                        api_version=plugin.api_version, command=plugin.command, args=list(plugin.args)
-                    ),
+                    host=host,
+                    cluster_ca_certificate=ca,
+                    exec=HelmProviderKubernetesExec(api_version=plugin.api_version, command=command, args=args),
                 ),
             )
             if plugin.env:
                 # Set as overrides: the typed bindings turn map keys to snake case (AWS_PROFILE -> aws_profile).
-                kubernetes.add_override("exec.0.env", dict(plugin.env))
-                helm.add_override("kubernetes.exec.env", dict(plugin.env))
+                kubernetes.add_override("exec.0.env", literal(dict(plugin.env)))
+                helm.add_override("kubernetes.exec.env", literal(dict(plugin.env)))
+        self.add_override("terraform.required_version", plan.terraform_version)
         self.add_override(
             "terraform.required_providers",
             {

@@ -1,6 +1,7 @@
 """A GPU node pool: its label and taint contract, brought to the nodes the way the pool is provisioned.
 
-- static: `kubernetes_labels` and `kubernetes_node_taint` on each named node, managing only our keys;
+- static: `kubernetes_labels` and `kubernetes_node_taint` (unless the pool is untainted) on each named node,
+  managing only our keys;
 - provisioned: outputs with the labels, taints and kubelet flags for whatever creates the nodes;
 - karpenter: a `karpenter.sh/v1` NodePool that stamps the contract on every node it launches.
 Every pool also gets the output, so provisioning scripts and reviewers can read the contract.
@@ -16,6 +17,7 @@ from typing import Any
 
 from cdktf import TerraformIterator, TerraformStack
 
+from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
 from themelio_gpu.constructs.providers import (
     Labels,
@@ -71,6 +73,10 @@ class GpuNodePool:
             # These keys belong to this tool; the GPU Operator writes nvidia.com/mig.config too.
             force=True,
         )
+        self.dependables.append(labels)
+        if not contract.taints:
+            # An untainted pool (taints: []): kubernetes_node_taint requires at least one taint block.
+            return
         taints = NodeTaint(
             self.stack,
             logical_id("node_taints", contract.name),
@@ -80,7 +86,7 @@ class GpuNodePool:
             field_manager=FIELD_MANAGER,
             force=True,
         )
-        self.dependables.extend([labels, taints])
+        self.dependables.append(taints)
 
     def _karpenter(self, contract: PoolContract, karpenter: KarpenterNodes) -> None:
         # The instance type is a well-known label Karpenter sets itself; it goes in the requirements.
@@ -115,7 +121,8 @@ class GpuNodePool:
                 "apiVersion": "karpenter.sh/v1",
                 "kind": "NodePool",
                 "metadata": {"name": contract.name},
-                "spec": spec,
+                # The node class reference is the user's text: literal() keeps it from being a template.
+                "spec": literal(spec),
             },
             field_manager=ManifestFieldManager(name=FIELD_MANAGER),
         )

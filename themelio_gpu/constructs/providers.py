@@ -1,17 +1,30 @@
-"""The one module that imports the prebuilt provider bindings.
+# mypy: implicit-reexport
+# ruff: noqa: E402, F401
+"""The one module that imports the prebuilt provider bindings, and only the submodules the stacks use.
 
 cdktf 0.21 and these bindings were archived upstream in December 2025: keeping every import here makes a
 move to locally generated bindings (`cdktf provider add hashicorp/kubernetes --force-local`) or to the CDK
 Terrain fork a change in one file. The versions are the providers the pinned bindings were built from.
+
+The packages' `__init__` (which imports every submodule) is not run: bindings_loader.py registers their
+jsii assemblies first. To use another binding class, add it to the imports at the end: one line.
 """
 
 from __future__ import annotations
 
-from cdktf_cdktf_provider_helm.provider import (
-    HelmProvider,
-    HelmProviderKubernetes,
-    HelmProviderKubernetesExec,
-)
+from themelio_gpu.bindings_loader import HELM, KUBERNETES, register_assembly
+
+# Fully qualified sources: the bindings emit bare `kubernetes`/`helm`, which OpenTofu resolves against its
+# own registry namespace rather than HashiCorp's.
+KUBERNETES_PROVIDER = ("kubernetes", "hashicorp/kubernetes", "2.38.0")
+HELM_PROVIDER = ("helm", "hashicorp/helm", "3.1.1")
+
+register_assembly(KUBERNETES)
+register_assembly(HELM)
+
+# The binding classes, imported after their assemblies are registered. Every name imported in this module
+# is its export (the `mypy: implicit-reexport` line at the top).
+from cdktf_cdktf_provider_helm.provider import HelmProvider, HelmProviderKubernetes, HelmProviderKubernetesExec
 from cdktf_cdktf_provider_helm.release import Release
 from cdktf_cdktf_provider_kubernetes.config_map_v1 import ConfigMapV1, ConfigMapV1Metadata
 from cdktf_cdktf_provider_kubernetes.labels import Labels, LabelsMetadata
@@ -19,30 +32,3 @@ from cdktf_cdktf_provider_kubernetes.manifest import Manifest, ManifestFieldMana
 from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
 from cdktf_cdktf_provider_kubernetes.node_taint import NodeTaint, NodeTaintMetadata, NodeTaintTaint
 from cdktf_cdktf_provider_kubernetes.provider import KubernetesProvider, KubernetesProviderExec
-
-# Fully qualified sources: the bindings emit bare `kubernetes`/`helm`, which OpenTofu resolves against its
-# own registry namespace rather than HashiCorp's.
-KUBERNETES_PROVIDER = ("kubernetes", "hashicorp/kubernetes", "2.38.0")
-HELM_PROVIDER = ("helm", "hashicorp/helm", "3.1.1")
-
-__all__ = [
-    "HELM_PROVIDER",
-    "KUBERNETES_PROVIDER",
-    "ConfigMapV1",
-    "ConfigMapV1Metadata",
-    "HelmProvider",
-    "HelmProviderKubernetes",
-    "HelmProviderKubernetesExec",
-    "KubernetesProvider",
-    "KubernetesProviderExec",
-    "Labels",
-    "LabelsMetadata",
-    "Manifest",
-    "ManifestFieldManager",
-    "NamespaceV1",
-    "NamespaceV1Metadata",
-    "NodeTaint",
-    "NodeTaintMetadata",
-    "NodeTaintTaint",
-    "Release",
-]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
 
 from cdktf import (
     AzurermBackend,
@@ -14,21 +14,25 @@ from cdktf import (
     NamedRemoteWorkspace,
     RemoteBackend,
     S3Backend,
+    TerraformBackend,
     TerraformStack,
 )
 
+from themelio_gpu.constructs.kubernetes_backend import KubernetesBackend
 from themelio_gpu.inputs.clusters import definition as d
 
 STATE_PREFIX = "themelio-gpu"
 
 
-def configure_backend(stack: TerraformStack, cluster: str, backend: d.Backend) -> None:
+def configure_backend(stack: TerraformStack, cluster: str, backend: d.Backend) -> TerraformBackend:
+    """The stack's one backend object. Every type needs one: without it cdktf's `App.synth()` adds its
+    default local backend, whose absolute path differs per machine (and a second backend breaks init)."""
     match backend:
         case d.LocalBackend():
             # Always a relative path: cdktf's default is absolute, which would differ per machine.
-            LocalBackend(stack, path=backend.path or f"../../../terraform.{cluster}.tfstate")
+            return LocalBackend(stack, path=backend.path or f"../../../terraform.{cluster}.tfstate")
         case d.S3Backend():
-            S3Backend(
+            s3 = S3Backend(
                 stack,
                 bucket=backend.bucket,
                 key=backend.key or f"{STATE_PREFIX}/{cluster}.tfstate",
@@ -41,10 +45,11 @@ def configure_backend(stack: TerraformStack, cluster: str, backend: d.Backend) -
             if backend.use_lockfile:
                 # S3-native locking (Terraform 1.10+, OpenTofu 1.10+) postdates cdktf 0.21's S3Backend class.
                 stack.add_override("terraform.backend.s3.use_lockfile", True)
+            return s3
         case d.GcsBackend():
-            GcsBackend(stack, bucket=backend.bucket, prefix=backend.prefix or f"{STATE_PREFIX}/{cluster}")
+            return GcsBackend(stack, bucket=backend.bucket, prefix=backend.prefix or f"{STATE_PREFIX}/{cluster}")
         case d.AzurermBackend():
-            AzurermBackend(
+            return AzurermBackend(
                 stack,
                 resource_group_name=backend.resource_group_name,
                 storage_account_name=backend.storage_account_name,
@@ -53,7 +58,6 @@ def configure_backend(stack: TerraformStack, cluster: str, backend: d.Backend) -
                 use_azuread_auth=backend.use_azuread_auth,
             )
         case d.KubernetesBackend():
-            # cdktf has no class for this backend; the override writes the same JSON a class would.
             config: dict[str, Any] = {
                 "secret_suffix": backend.secret_suffix or cluster,
                 "namespace": backend.namespace,
@@ -64,9 +68,9 @@ def configure_backend(stack: TerraformStack, cluster: str, backend: d.Backend) -
                 config["config_path"] = backend.config_path
             if backend.config_context:
                 config["config_context"] = backend.config_context
-            stack.add_override("terraform.backend", {"kubernetes": config})
+            return KubernetesBackend(stack, config)
         case d.HttpBackend():
-            HttpBackend(
+            return HttpBackend(
                 stack,
                 address=backend.address,
                 lock_address=backend.lock_address or backend.address,
@@ -75,16 +79,18 @@ def configure_backend(stack: TerraformStack, cluster: str, backend: d.Backend) -
                 unlock_method=backend.unlock_method,
             )
         case d.CloudBackend():
-            CloudBackend(
+            return CloudBackend(
                 stack,
                 organization=backend.organization,
                 hostname=backend.hostname,
                 workspaces=NamedCloudWorkspace(backend.workspace or f"{STATE_PREFIX}-{cluster}"),
             )
         case d.RemoteBackend():
-            RemoteBackend(
+            return RemoteBackend(
                 stack,
                 organization=backend.organization,
                 hostname=backend.hostname,
                 workspaces=NamedRemoteWorkspace(name=backend.workspace or f"{STATE_PREFIX}-{cluster}"),
             )
+        case _:
+            assert_never(backend)

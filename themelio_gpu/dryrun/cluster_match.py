@@ -1,4 +1,4 @@
-"""The catalog's DeviceClasses, and the DRA chart's own, dry-run against real ResourceSlices.
+"""The catalog's DeviceClasses, and the DRA driver installer's own, dry-run against real ResourceSlices.
 
 Used by the `match` command (offline, from `kubectl get resourceslices -o json`) and by `preflight`
 (live), so both judge a cluster the same way.
@@ -14,40 +14,56 @@ from pathlib import Path
 from themelio_gpu.dryrun.match import ClassUnderTest, MatchReport, match_classes, render_report, report_as_dict
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_resourceslices
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, ServedBy
-from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
+from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, GENERIC_GPU_CLASS, ServedBy
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 
 
-def _chart_classes(offerings: Iterable[ResolvedOffering], with_aliases: bool) -> list[ClassUnderTest]:
-    """The DRA chart's classes; `gpu.nvidia.com` counts as an offering when the catalog relies on it."""
-    chart_served = any(
+def _chart_served(offerings: Iterable[ResolvedOffering], with_aliases: bool) -> bool:
+    """Whether the catalog relies on a chart-served name (`nvidia.com/gpu`) in these offerings."""
+    return any(
         name == CHART_SERVED_NAME
         for o in offerings
         for name, served_by in ((o.name, o.served_by), *((a.name, a.served_by) for a in o.aliases if with_aliases))
         if served_by is ServedBy.dra_driver_chart
     )
-    return [
-        ClassUnderTest(
-            CHART_GPU_CLASS,
-            CHART_SERVED_NAME,
-            [CHART_CLASS_SELECTORS[CHART_GPU_CLASS]],
-            CHART_SERVED_NAME if chart_served else None,
+
+
+def _driver_classes(drivers: Iterable[DriverClass], chart_served: bool) -> list[ClassUnderTest]:
+    """The installer's GPU classes; `gpu.nvidia.com` counts as an offering when it maps the relied-on name."""
+    classes = []
+    for driver in drivers:
+        if driver.name == CHART_GPU_CLASS:
+            serves = chart_served and driver.extended_resource_name == CHART_SERVED_NAME
             # Any whole GPU: the generic legacy name shares its devices with the product offerings.
-            shares_devices=True,
-        ),
-        ClassUnderTest("mig.nvidia.com", None, [CHART_CLASS_SELECTORS["mig.nvidia.com"]], None),
-    ]
+            offering = CHART_SERVED_NAME if serves else None
+            classes.append(
+                ClassUnderTest(
+                    driver.name, driver.extended_resource_name, [driver.selector], offering, shares_devices=True
+                )
+            )
+        elif driver.name == "mig.nvidia.com":
+            classes.append(ClassUnderTest(driver.name, None, [driver.selector], None))
+    return classes
 
 
 def classes_for_cluster(plan: ClusterPlan) -> list[ClassUnderTest]:
     # A capability offering that declares `overlaps: allowed` shares devices with others on purpose.
     allowed = {o.name for o in plan.offerings if o.overlaps_allowed}
     classes = [
-        ClassUnderTest(c.name, c.extended_resource_name, [c.selector], c.offering, c.offering in allowed)
+        # Our stand-in for a chart-served name selects any whole GPU, like the chart's class; so does a
+        # capability offering with `overlaps: allowed`, on purpose.
+        ClassUnderTest(
+            c.name,
+            c.extended_resource_name,
+            [c.selector],
+            c.offering,
+            shares_devices=c.name == GENERIC_GPU_CLASS or c.offering in allowed,
+        )
         for c in plan.device_classes
     ]
-    return classes + _chart_classes(plan.offerings, plan.definition.serve_migration_aliases)
+    chart_served = _chart_served(plan.offerings, plan.definition.serve_migration_aliases)
+    return classes + _driver_classes(plan.driver_classes, chart_served)
 
 
 def offering_classes(offering: ResolvedOffering) -> list[ClassUnderTest]:
@@ -71,7 +87,9 @@ def offering_classes(offering: ResolvedOffering) -> list[ClassUnderTest]:
 
 def classes_for_catalog(catalog: Catalog) -> list[ClassUnderTest]:
     classes = [item for offering in catalog for item in offering_classes(offering)]
-    return classes + _chart_classes(catalog, with_aliases=True)
+    # The catalog alone: the DRA chart's classes, as the default install has them.
+    drivers = driver_device_classes(by_gpu_operator=False, compute_domains=False)
+    return classes + _driver_classes(drivers, _chart_served(catalog, with_aliases=True))
 
 
 def match_cluster(plan: ClusterPlan, devices: Sequence[Device]) -> MatchReport:

@@ -169,8 +169,14 @@ def _documents(text: str, problems: _Problems) -> list[tuple[object, str]]:
             return [(json.loads(text), "")]
         except json.JSONDecodeError:
             pass  # YAML flow style also starts with { or [: let the YAML parser decide.
+        except RecursionError:
+            problems.add("", "not valid JSON: nested too deeply")
+            raise ResourceSliceError(problems.items) from None
     try:
         loaded = list(yaml.safe_load_all(text))
+    except RecursionError:
+        problems.add("", "not valid YAML: nested too deeply")
+        raise ResourceSliceError(problems.items) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""

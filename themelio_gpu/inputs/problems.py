@@ -7,7 +7,7 @@ fixing a catalog or a cluster definition sees everything that is wrong in one ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 
@@ -16,18 +16,33 @@ class Problem:
     file: str
     location: str
     message: str
+    position: str = ""
+    """`line L, column C` of the key the problem is about, when the file is YAML and has it."""
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.location}" if self.location else self.file
-        return f"{where}: {self.message}"
+        return f"{where}: {self.message}" + (f" ({self.position})" if self.position else "")
 
 
 @dataclass
 class Problems:
     items: list[Problem] = field(default_factory=list)
 
-    def add(self, file: str, location: str, message: str) -> None:
-        self.items.append(Problem(file, location, message))
+    def add(self, file: str, location: str, message: str, position: str = "") -> None:
+        self.items.append(Problem(file, location, message, position))
+
+    def redact(self, secrets: Iterable[str]) -> None:
+        """Replace every occurrence of `secrets` in locations and messages: a problem must not leak one."""
+        for secret in {s for s in secrets if s}:
+            self.items = [
+                Problem(
+                    p.file,
+                    p.location.replace(secret, "<redacted>"),
+                    p.message.replace(secret, "<redacted>"),
+                    p.position,
+                )
+                for p in self.items
+            ]
 
     def extend(self, other: Problems) -> None:
         self.items.extend(other.items)

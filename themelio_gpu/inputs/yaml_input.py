@@ -1,11 +1,19 @@
-"""Reading user YAML into pydantic models, turning every failure into `Problems`."""
+"""Reading user YAML into pydantic models, turning every failure into `Problems`.
+
+The YAML node tree is kept beside the data, so every problem can give the line and column of the key it
+is about as well as its path, and a value YAML read as a number can be quoted back as the user wrote it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+import difflib
+import re
+import types
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -30,6 +38,13 @@ def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, 
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, Hashable):
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                "a key must be a plain value such as a name, not a list or a mapping",
+                key_node.start_mark,
+            )
         if key in seen:
             mark = key_node.start_mark
             raise yaml.constructor.ConstructorError(
@@ -53,70 +68,122 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
-def load_yaml_file(path: Path, problems: Problems, shown_as: str | None = None) -> Any:
-    """The parsed YAML of `path`, or None with a problem recorded."""
-    return load_yaml_document(path, problems, shown_as)[0]
+@dataclass(frozen=True)
+class YamlDocument:
+    """Parsed YAML with its node tree: where each key and value stands in the file."""
+
+    data: Any
+    root: yaml.Node | None
+
+    def node_at(self, path: Sequence[str | int]) -> tuple[yaml.Node | None, bool]:
+        """The node of the deepest part of `path` found (the key node for a mapping entry), and whether all was.
+
+        Parts the file does not have (a discriminator tag pydantic adds, a missing key) are skipped, so a
+        problem about a missing key points at the mapping that lacks it.
+        """
+        node, found, complete = self.root, self.root, True
+        for part in path:
+            if isinstance(node, yaml.MappingNode):
+                entry = next((kv for kv in node.value if _key_matches(kv[0], part)), None)
+                if entry is None:
+                    complete = False
+                    continue
+                found, node = entry[0], entry[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                found = node = node.value[part]
+            else:
+                complete = False
+        return found, complete
+
+    def value_node(self, path: Sequence[str | int]) -> yaml.Node | None:
+        node = self.root
+        for part in path:
+            if isinstance(node, yaml.MappingNode):
+                node = next((v for k, v in node.value if _key_matches(k, part)), None)
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+                node = node.value[part]
+            else:
+                return None
+        return node
+
+    def position(self, path: Sequence[str | int]) -> str:
+        node, _ = self.node_at(path)
+        if node is None:
+            return ""
+        mark = node.start_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}"
 
 
-def load_yaml_document(path: Path, problems: Problems, shown_as: str | None = None) -> tuple[Any, KeyLines]:
-    """The parsed YAML of `path` (None with a problem recorded) and the line of every key in it."""
+def _key_matches(key: yaml.Node, part: str | int) -> bool:
+    return isinstance(key, yaml.ScalarNode) and key.value == str(part)
+
+
+def load_yaml_document(path: Path, problems: Problems, shown_as: str | None = None) -> YamlDocument | None:
+    """The parsed YAML of `path` with its node tree, or None with a problem recorded."""
     name = shown_as or display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         problems.add(name, "", "file not found")
-        return None, KeyLines()
+        return None
+    except IsADirectoryError:
+        problems.add(name, "", "is a folder, not a YAML file")
+        return None
     except (OSError, UnicodeDecodeError) as error:
         problems.add(name, "", f"cannot read file: {error}")
-        return None, KeyLines()
-    data = parse_yaml_text(text, name, problems)
-    return data, KeyLines.of(text) if data is not None else KeyLines()
-
-
-class KeyLines:
-    """Where each key of a YAML document is (1-based line), so a problem can name the line to fix."""
-
-    def __init__(self, lines: Mapping[tuple[str | int, ...], int] | None = None) -> None:
-        self._lines = MappingProxyType(dict(lines or {}))
-
-    @classmethod
-    def of(cls, text: str) -> KeyLines:
-        try:
-            root = yaml.compose(text, Loader=_SafeLoader)
-        except yaml.YAMLError:
-            return cls()
-        lines: dict[tuple[str | int, ...], int] = {}
-        pending: list[tuple[tuple[str | int, ...], yaml.Node]] = [((), root)] if root is not None else []
-        while pending:
-            path, node = pending.pop()
-            if isinstance(node, yaml.MappingNode):
-                for key_node, value_node in node.value:
-                    key = (*path, str(key_node.value))
-                    lines[key] = key_node.start_mark.line + 1
-                    pending.append((key, value_node))
-            elif isinstance(node, yaml.SequenceNode):
-                for index, item in enumerate(node.value):
-                    lines[(*path, index)] = item.start_mark.line + 1
-                    pending.append(((*path, index), item))
-        return cls(lines)
-
-    def line(self, path: tuple[str | int, ...]) -> int | None:
-        """The line of `path`, or of its nearest ancestor the document has (a missing key: its parent)."""
-        for end in range(len(path), 0, -1):
-            if path[:end] in self._lines:
-                return self._lines[path[:end]]
         return None
-
-    def locate(self, path: tuple[str | int, ...]) -> str:
-        """`line 12: products.b200.memoryGiB` (the key path alone when the line is unknown)."""
-        line = self.line(path)
-        where = format_location(path)
-        return f"line {line}: {where}" if line is not None else where
+    return parse_yaml_document(text, name, problems)
 
 
-def parse_yaml_text(text: str, name: str, problems: Problems) -> Any:
+MAX_VALUES = 100_000
+"""More values than any catalog or fleet file has; a document expanding past it through aliases is refused."""
+
+
+class _AliasError(Exception):
+    pass
+
+
+def _check_aliases(root: yaml.Node) -> None:
+    """Refuse a document whose aliases (`*name`) refer to themselves or expand it past MAX_VALUES values."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            mark = node.start_mark
+            raise _AliasError(
+                f"line {mark.line + 1}, column {mark.column + 1}", "an alias refers to a value containing it"
+            )
+        open_nodes.add(key)
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = []
+        total = 1 + sum(size(child) for child in children)
+        open_nodes.discard(key)
+        if total > MAX_VALUES:
+            raise _AliasError("", f"aliases expand the document to more than {MAX_VALUES} values; write them out")
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
+def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocument | None:
+    loader = _UniqueKeyLoader(text)
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        root = loader.get_single_node()
+        if root is not None:
+            _check_aliases(root)
+        return YamlDocument(loader.construct_document(root) if root is not None else None, root)
+    except _AliasError as error:
+        where, what = error.args
+        problems.add(name, where, f"invalid YAML: {what}")
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -124,7 +191,59 @@ def parse_yaml_text(text: str, name: str, problems: Problems) -> Any:
         problems.add(name, where, f"invalid YAML: {what}")
     except yaml.YAMLError as error:
         problems.add(name, "", f"invalid YAML: {error}")
+    except RecursionError:
+        problems.add(name, "", "invalid YAML: nested too deeply")
+    finally:
+        loader.dispose()
     return None
+
+
+def load_yaml_file(path: Path, problems: Problems, shown_as: str | None = None) -> Any:
+    """The parsed YAML of `path`, or None with a problem recorded."""
+    document = load_yaml_document(path, problems, shown_as)
+    return document.data if document is not None else None
+
+
+def parse_yaml_text(text: str, name: str, problems: Problems) -> Any:
+    document = parse_yaml_document(text, name, problems)
+    return document.data if document is not None else None
+
+
+_LOCATION_PART = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\["([^"]*)"\]')
+
+
+def parse_location(location: str) -> list[str | int] | None:
+    """`offerings["nvidia.com/a100"].quota` -> `['offerings', 'nvidia.com/a100', 'quota']` (None if not a path)."""
+    parts: list[str | int] = []
+    position = 0
+    while position < len(location):
+        match = _LOCATION_PART.match(location, position)
+        if match is None:
+            return None
+        name, index, quoted = match.groups()
+        parts.append(int(index) if index is not None else quoted if quoted is not None else name)
+        position = match.end()
+    return parts
+
+
+def add_positions(problems: Problems, documents: Mapping[str, YamlDocument]) -> None:
+    """Give every problem about a path in one of `documents` the line and column of its key."""
+    for index, problem in enumerate(problems.items):
+        document = documents.get(problem.file)
+        if document is None or problem.position or not problem.location or problem.location.startswith("line "):
+            continue
+        path = parse_location(problem.location)
+        position = document.position(path) if path else ""
+        if position:
+            problems.items[index] = dataclasses.replace(problem, position=position)
+    # Within a file, in the order of its lines (file-wide problems first); files keep their order.
+    files = {p.file: i for i, p in reversed(list(enumerate(problems.items)))}
+    problems.items.sort(key=lambda p: (files[p.file], _line(p.position)))
+
+
+def _line(position: str) -> int:
+    match = re.match(r"line (\d+)", position)
+    return int(match.group(1)) if match else 0
 
 
 def format_location(loc: tuple[int | str, ...]) -> str:
@@ -140,13 +259,90 @@ def format_location(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _pydantic_message(error: Any) -> str:
+def _flatten(annotation: Any) -> list[Any]:
+    """The concrete types behind Annotated[...] and unions."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _flatten(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return [t for arg in get_args(annotation) for t in _flatten(arg)]
+    return [annotation]
+
+
+def _type_under(annotation: Any, part: str | int) -> Any:
+    """The type of what sits under `part` in a value of type `annotation` (None when unknown)."""
+    for candidate in _flatten(annotation):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            for name, field in candidate.model_fields.items():
+                if part in (name, field.alias):
+                    return field.annotation
+            tag = candidate.model_fields.get("type")
+            if tag is not None and part in get_args(tag.annotation):
+                return candidate  # the tag pydantic puts in the location of a discriminated union member
+        origin = get_origin(candidate)
+        if origin in (tuple, list) and isinstance(part, int):
+            return get_args(candidate)[0]
+        if origin is dict:
+            return get_args(candidate)[1]
+    return None
+
+
+def allowed_keys(model: type[BaseModel], location: Sequence[str | int]) -> list[str]:
+    """The keys a file may have at `location` (the parent of an unknown key), as the user spells them."""
+    annotation: Any = model
+    for part in location:
+        annotation = _type_under(annotation, part)
+        if annotation is None:
+            return []
+    keys: list[str] = []
+    for candidate in _flatten(annotation):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            keys += [f.alias or n for n, f in candidate.model_fields.items() if (f.alias or n) not in keys]
+    return keys
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """The closest of `choices` to a misspelt `word` (case mistakes first), or None."""
+    choices = list(choices)
+    same_case = [c for c in choices if c.lower() == word.lower()]
+    if same_case:
+        return same_case[0]
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _unknown_key_message(model: type[BaseModel], loc: Sequence[str | int]) -> str:
+    allowed = allowed_keys(model, loc[:-1])
+    if not allowed:
+        return "unknown key (check the spelling; see the JSON schema for the keys allowed here)"
+    guess = did_you_mean(str(loc[-1]), allowed)
+    hint = f"; did you mean {guess}?" if guess else ""
+    return f"unknown key{hint} (keys allowed here: {', '.join(allowed)})"
+
+
+_YAML_KINDS = {bool: "boolean", int: "number", float: "number"}
+
+
+def _quote_hint(value: Any, node: yaml.Node | None) -> str:
+    """For a string field given a YAML number or boolean: the value quoted as the user wrote it."""
+    kind = _YAML_KINDS.get(type(value))
+    if kind is None:
+        return ""
+    # libyaml marks a plain scalar with style '', the pure-Python parser with None.
+    written = node.value if isinstance(node, yaml.ScalarNode) and not node.style else str(value)
+    read_as = f"the {kind} {value!r}" if written != str(value) else f"a {kind}"
+    return f': YAML reads the unquoted {written} as {read_as}; quote it: "{written}"'
+
+
+def _pydantic_message(error: Any, model: type[BaseModel], loc: Sequence[str | int], node: yaml.Node | None) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
-        return "unknown key (check the spelling; see the JSON schema for the keys allowed here)"
+        return _unknown_key_message(model, loc)
     if kind == "missing":
         return "required key is missing"
     message = str(error["msg"])
+    if kind == "string_type":
+        return message + _quote_hint(error.get("input"), node)
     # pydantic prefixes custom ValueError messages with "Value error, "; users need only the message.
     return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
@@ -157,14 +353,20 @@ def validate_model(
     name: str,
     problems: Problems,
     prefix: tuple[str | int, ...] = (),
-    locate: Callable[[tuple[str | int, ...]], str] = format_location,
+    document: YamlDocument | None = None,
 ) -> ModelT | None:
-    """`model` validated from `data`, or None with every validation error recorded (at `locate(path)`)."""
+    """`model` validated from `data`, or None with every validation error recorded.
+
+    With the `document` the data came from, each problem gets the line and column of its key.
+    """
     try:
         return model.model_validate(data)
     except ValidationError as error:
         for item in error.errors():
             # Discriminated unions add the tag as a location part; drop function-name noise.
             loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-            problems.add(name, locate(prefix + loc), _pydantic_message(item))
+            full = prefix + loc
+            node = document.value_node(full) if document is not None else None
+            position = document.position(full) if document is not None else ""
+            problems.add(name, format_location(full), _pydantic_message(item, model, loc, node), position)
         return None

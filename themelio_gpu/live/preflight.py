@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,19 +22,31 @@ from pathlib import Path
 from typing import Any, Literal, TextIO, TypeVar
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
+from themelio_gpu.dryrun.cel_kubernetes import Semver
 from themelio_gpu.dryrun.cluster_match import match_cluster
 from themelio_gpu.dryrun.match import MatchReport
-from themelio_gpu.dryrun.resourceslices import ResourceSliceError, parse_resourceslices
+from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, parse_resourceslices
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
-from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
+from themelio_gpu.inputs.catalog.products import GpuProduct
+from themelio_gpu.inputs.catalog.selectors import DRIVER as GPU_DRIVER
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, POOL, PoolContract
+from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
+from themelio_gpu.plan.quota import (
+    ClusterQuotaPlan,
+    QuotaPath,
+    devices_key,
+    mig_devices,
+    plan_quota,
+    whole_gpus,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -42,6 +55,8 @@ RESOURCE_API = "/apis/resource.k8s.io/v1"
 DEVICE_CLASSES = f"{RESOURCE_API}/deviceclasses"
 RESOURCE_SLICES = f"{RESOURCE_API}/resourceslices"
 NODES = "/api/v1/nodes"
+CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
+RESOURCE_QUOTAS = "/api/v1/resourcequotas"
 PROBE_NAME_PREFIX = "themelio-preflight-probe-"
 PROBE_RESOURCE_NAME = "preflight.themelio.io/probe"
 DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
@@ -146,27 +161,35 @@ def connect(
 ) -> tuple[k8s_client.ApiClient, list[str]]:
     """A client for the cluster and any errors the client logged while loading credentials.
 
-    The definition's kubeconfig path and context are the default; `kubeconfig` / `context` override them.
-    With `access.api` (and no override) the kubeconfig is built in memory around the exec plugin.
+    The kubeconfig is `kubeconfig`, else $KUBECONFIG (a list of files, as kubectl reads it), else the
+    definition's path; the context is `context`, else the definition's. With `access.api` (and neither
+    override) the kubeconfig is built in memory around the exec plugin.
     """
     configuration = k8s_client.Configuration()
     # One retry: the default three make an unreachable server take four connect timeouts to report.
     configuration.retries = 1
     access = definition.access.kubeconfig
+    from_env = os.environ.get("KUBECONFIG") or None
     with _capture_client_errors() as capture:
         try:
             if kubeconfig is not None or context is not None or access is not None:
-                path = kubeconfig or (access.path if access else None)
-                if path is not None:
-                    path = str(Path(path).expanduser())
-                    if not Path(path).is_file():
-                        raise ClusterConnectionError(f"kubeconfig {path} not found")
-                client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
-                    config_file=path,
-                    context=context or (access.context if access else None),
-                    persist_config=False,  # never rewrite the user's kubeconfig
-                    client_configuration=configuration,
-                )
+                path, source = _kubeconfig_files(kubeconfig, from_env, access.path if access else None)
+                try:
+                    client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+                        config_file=path,
+                        context=context or (access.context if access else None),
+                        persist_config=False,  # never rewrite the user's kubeconfig
+                        client_configuration=configuration,
+                    )
+                except yaml.YAMLError as error:
+                    raise ClusterConnectionError(
+                        f"kubeconfig {source} is not valid YAML: {_yaml_reason(error)}"
+                    ) from error
+                except (TypeError, AttributeError, KeyError, ValueError) as error:
+                    raise ClusterConnectionError(
+                        f"kubeconfig {source} is not a kubeconfig (a mapping with clusters, users and contexts): "
+                        f"{type(error).__name__}: {error}"
+                    ) from error
             else:
                 client = kube_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
                     api_kubeconfig(definition), persist_config=False, client_configuration=configuration
@@ -174,6 +197,24 @@ def connect(
         except ConfigException as error:
             raise ClusterConnectionError(f"{error}{_logged(capture.messages)}") from error
     return client, capture.messages
+
+
+def _kubeconfig_files(flag: str | None, from_env: str | None, definition: str | None) -> tuple[str | None, str]:
+    """The kubeconfig files to load (os.pathsep-separated, `~` expanded) and how messages name them."""
+    given = flag or from_env or definition
+    if given is None:
+        return None, "~/.kube/config"
+    files = os.pathsep.join(str(Path(f).expanduser()) for f in given.split(os.pathsep) if f)
+    shown = files + (" (from $KUBECONFIG)" if flag is None and from_env else "")
+    if not any(Path(f).is_file() for f in files.split(os.pathsep)):
+        raise ClusterConnectionError(f"kubeconfig {shown} not found")
+    return files, shown
+
+
+def _yaml_reason(error: yaml.YAMLError) -> str:
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
 
 
 def _logged(messages: Sequence[str]) -> str:
@@ -309,7 +350,10 @@ def _run_checks(plan: ClusterPlan, api: Api, report: Report) -> None:
         raise ClusterConnectionError(f"{api.host}: {api_error(error)}") from error
     report.ok("connection", api.host)
     check_version(plan, version, report)
+    if plan.definition.dra_by_gpu_operator:
+        _guarded(report, "cluster-policy", check_no_cluster_policy, plan, api, report)
 
+    classes: tuple[LiveClass, ...] | None = None
     if not plan.dra_enabled:
         report.ok("dra", "no pool uses DRA: the gate, DeviceClass and ResourceSlice checks do not apply")
     elif check_gate(plan.definition, api, report):
@@ -317,6 +361,7 @@ def _run_checks(plan: ClusterPlan, api: Api, report: Report) -> None:
         if classes is not None:
             _guarded(report, "device-plugin", check_device_plugin_overlap, plan, classes, api, report)
         _guarded(report, "resource-slices", check_resource_slices, plan, api, report)
+    _guarded(report, "resource-quotas", check_resource_quotas, plan, classes or (), api, report)
     for pool in plan.pools:
         _guarded(report, f"pool {pool.name}", check_pool, plan, pool, api, report)
 
@@ -351,7 +396,14 @@ def check_version(plan: ClusterPlan, version: Mapping[str, Any], report: Report)
     assert declared_match is not None  # the definition's validator accepted it
     declared = tuple(int(x) if x is not None else None for x in declared_match.groups())
     shown = git_version or ".".join(str(x) for x in served if x is not None)
-    if served[:2] != declared[:2]:
+    too_old = served[:2] == (1, 34) and served[2] is not None and served[2] < dra_mode.MIN_KUBERNETES_PATCH_134
+    if definition.dra_by_gpu_operator and too_old:
+        report.fail(
+            "server-version",
+            f"the server runs {shown}; the GPU Operator's GPUCluster (draDriver.managedBy: gpu-operator) needs "
+            "1.34.2 or later. Upgrade the control plane",
+        )
+    elif served[:2] != declared[:2]:
         report.fail(
             "server-version",
             f"the server runs {shown}, the definition declares kubernetesVersion {definition.kubernetes_version}: "
@@ -365,6 +417,28 @@ def check_version(plan: ClusterPlan, version: Mapping[str, Any], report: Report)
         )
     else:
         report.ok("server-version", f"{shown} (declared {definition.kubernetes_version})")
+
+
+def check_no_cluster_policy(plan: ClusterPlan, api: Api, report: Report) -> None:
+    """A GPUCluster cannot run beside a ClusterPolicy: the operator reconciles neither while both exist."""
+    check = "cluster-policy"
+    try:
+        items = api.list_items(CLUSTER_POLICIES)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        report.ok(check, "no ClusterPolicy API is served: no ClusterPolicy can exist")
+        return
+    names = sorted(str((i.get("metadata") or {}).get("name", "")) for i in items)
+    if names:
+        report.fail(
+            check,
+            f"ClusterPolicy {', '.join(names)} exists, but {plan.file} asks for the GPU Operator's GPUCluster "
+            "(draDriver.managedBy: gpu-operator, newCluster: true): the two cannot coexist and NVIDIA supports no "
+            "in-place migration. Deploy this stack to a new cluster, or keep draDriver.managedBy: chart here",
+        )
+    else:
+        report.ok(check, "no ClusterPolicy: the GPUCluster can run")
 
 
 # 2. DRAExtendedResource gate ---------------------------------------------------------------------------
@@ -423,19 +497,23 @@ def check_gate(definition: ClusterDefinition, api: Api, report: Report) -> bool:
 
 
 def expected_device_classes(plan: ClusterPlan) -> tuple[DeviceClassSpec, ...]:
-    """The plan's classes plus the DRA chart's `gpu.nvidia.com` when an offering relies on it."""
+    """The plan's classes plus the installer's class that maps a chart-served name an offering relies on.
+
+    With the DRA chart that is its `gpu.nvidia.com`; the GPU Operator's maps no name, and the plan's own
+    classes already hold the stand-in for it.
+    """
     classes = {c.name: c for c in plan.device_classes}
+    mapped = {d.extended_resource_name: d for d in plan.driver_classes if d.extended_resource_name}
     for offering in plan.offerings:
         names = [offering.name] if offering.served_by is ServedBy.dra_driver_chart else []
         if plan.definition.serve_migration_aliases:
             names += [a.name for a in offering.aliases if a.served_by is ServedBy.dra_driver_chart]
         for name in names:
-            classes.setdefault(
-                CHART_GPU_CLASS,
-                DeviceClassSpec(
-                    CHART_GPU_CLASS, name, CHART_CLASS_SELECTORS[CHART_GPU_CLASS], offering.name, False
-                ),
-            )
+            if name in mapped:
+                driver = mapped[name]
+                classes.setdefault(
+                    driver.name, DeviceClassSpec(driver.name, name, driver.selector, offering.name, False)
+                )
     return tuple(sorted(classes.values(), key=lambda c: c.name))
 
 
@@ -459,6 +537,12 @@ def winning_class(classes: Sequence[LiveClass]) -> LiveClass:
     return min((c for c in classes if c.created == newest), key=lambda c: c.name)
 
 
+def _installer(plan: ClusterPlan) -> str:
+    if plan.definition.dra_by_gpu_operator:
+        return f"the GPU Operator's GPUCluster (release in namespace {plan.definition.gpu_operator.namespace})"
+    return f"the DRA driver release in namespace {plan.definition.dra_driver.namespace}"
+
+
 def check_device_classes(plan: ClusterPlan, api: Api, report: Report) -> tuple[LiveClass, ...]:
     live = tuple(_live_class(item) for item in api.list_items(DEVICE_CLASSES))
     by_name = {c.name: c for c in live}
@@ -468,11 +552,12 @@ def check_device_classes(plan: ClusterPlan, api: Api, report: Report) -> tuple[L
             by_resource[cls.extended_resource_name].append(cls)
 
     expected = expected_device_classes(plan)
+    driver_names = {d.name for d in plan.driver_classes}
     for spec in expected:
         check = f"device-class {spec.name}"
         found = by_name.get(spec.name)
-        if spec.name == CHART_GPU_CLASS:
-            creator = f"the DRA driver release in namespace {plan.definition.dra_driver.namespace}"
+        if spec.name in driver_names:
+            creator = _installer(plan)
             fix = f"upgrade {creator}"
         else:
             creator = f"the stack {plan.name}"
@@ -600,6 +685,8 @@ def check_resource_slices(plan: ClusterPlan, api: Api, report: Report) -> None:
             f"no device is published ({len(items)} ResourceSlices): is the DRA driver's kubelet plugin running "
             f"on the GPU nodes ({DRA_KUBELET_PLUGIN}=true)?",
         )
+    if plan.definition.dra_by_gpu_operator:
+        check_driver_version(devices, report)
     # The same dry run as the `match` command, so both judge a cluster alike.
     result = match_cluster(plan, devices)
     by_class = {m.name: m for m in result.classes}
@@ -664,6 +751,27 @@ def check_resource_slices(plan: ClusterPlan, api: Api, report: Report) -> None:
         )
 
 
+def check_driver_version(devices: Sequence[Device], report: Report) -> None:
+    """The GPUCluster needs driver 580 or later, which no definition can prove: the DRA driver publishes it."""
+    versions: dict[str, set[str]] = defaultdict(set)
+    old: set[str] = set()
+    for device in devices:
+        version = device.attribute("driverVersion") if device.driver == GPU_DRIVER else None
+        if isinstance(version, Semver):
+            versions[str(version)].add(device.node)
+            if version.major < dra_mode.MIN_DRIVER_MAJOR:
+                old.add(device.node)
+    if old:
+        found = "; ".join(f"{v} on {_listed(sorted(n))}" for v, n in sorted(versions.items()) if n & old)
+        report.fail(
+            "driver-version",
+            f"the GPU Operator's GPUCluster needs NVIDIA driver {dra_mode.MIN_DRIVER_MAJOR} or later; published: "
+            f"{found}. Upgrade the driver on those nodes",
+        )
+    elif versions:
+        report.ok("driver-version", f"NVIDIA driver {', '.join(sorted(versions))} (the GPUCluster needs 580+)")
+
+
 def _selector_failures(result: MatchReport) -> list[tuple[Status, str, str]]:
     """One line per failing selector; an evaluation error usually repeats on many devices."""
     grouped: dict[tuple[str, int, str, str], list[str]] = defaultdict(list)
@@ -688,7 +796,90 @@ def _selector_failures(result: MatchReport) -> list[tuple[Status, str, str]]:
     return lines
 
 
-# 5. Node pools ------------------------------------------------------------------------------------------
+# 5. ResourceQuotas --------------------------------------------------------------------------------------
+
+_DRIVER_TEST = re.compile(r"^\s*device\.driver\s*==\s*'([^']+)'\s*(&&|$)")
+
+
+def _selects_gpus(cls: LiveClass) -> bool:
+    """False only for a class whose selectors pin another driver (compute-domain channels and daemons)."""
+    for selector in cls.selectors:
+        match = _DRIVER_TEST.match(selector)
+        if match and match.group(1) != CHART_GPU_CLASS:
+            return False
+    return True
+
+
+def quota_paths(
+    quota: ClusterQuotaPlan, live: Sequence[LiveClass], products: Mapping[str, GpuProduct]
+) -> list[tuple[QuotaPath, str]]:
+    """Every GPU path with the key that closes it: the plan's, and live classes the plan does not know (taken
+    to reach any device of the cluster's `products`: their selectors are not the plan's to read)."""
+    anything = whole_gpus(products) | mig_devices(products)
+    paths = [(p, quota.key_for(p)) for p in quota.paths]
+    known = {p.name for p in quota.paths if not p.device_plugin} | {p.name for p in quota.not_gpu}
+    for cls in live:
+        if cls.name not in known and _selects_gpus(cls):
+            path = QuotaPath(cls.name, False, cls.extended_resource_name, anything, "live")
+            paths.append((path, devices_key(cls.name)))  # its own counter closes it alone
+    return paths
+
+
+def check_resource_quotas(plan: ClusterPlan, live: Sequence[LiveClass], api: Api, report: Report) -> None:
+    """Every namespace whose quotas have a GPU key must limit every way to a GPU (see plan/quota.py)."""
+    quota = plan_quota(plan)
+    paths = quota_paths(quota, live, plan.products)
+    gpu_keys = {k for path, _ in paths for k in path.charged_keys}
+    limited: dict[str, set[str]] = defaultdict(set)
+    scoped: dict[str, list[str]] = defaultdict(list)
+    for item in api.list_items(RESOURCE_QUOTAS):
+        metadata = item.get("metadata") or {}
+        spec = item.get("spec") or {}
+        namespace = str(metadata.get("namespace", ""))
+        keys = set(spec.get("hard") or {})
+        if spec.get("scopes") or spec.get("scopeSelector"):
+            # A scoped quota counts only the pods in its scope, and never a ResourceClaim.
+            if keys & gpu_keys:
+                scoped[namespace].append(str(metadata.get("name", "")))
+            limited.setdefault(namespace, set())
+            continue
+        limited[namespace] |= keys
+    checked = sorted(ns for ns, keys in limited.items() if keys & gpu_keys or ns in scoped)
+    others = sorted(set(limited) - set(checked))
+    for namespace in checked:
+        for name in scoped.get(namespace, []):
+            report.warn(
+                f"quota {namespace}",
+                f"ResourceQuota {name} has scopes: its GPU keys count only the pods in its scope and never a "
+                "ResourceClaim, so they are not counted as limits here",
+            )
+    holes = 0
+    for namespace in checked:
+        for path, key in paths:
+            if not set(path.charged_keys) & limited[namespace]:
+                holes += 1
+                value = "its grant, or 0" if key in quota.name_keys else "0"
+                report.fail(f"quota {namespace}", f"{path.label} is not limited: add {key} ({value})")
+    without = (
+        f"; {len(others)} with quotas but no GPU key ({', '.join(others)}): every GPU is open to them"
+        if others
+        else ""
+    )
+    if not checked:
+        report.warn(
+            "resource-quotas",
+            "no namespace has a GPU quota key: every namespace can take every GPU "
+            f"(python -m themelio_gpu catalog quota --cluster {plan.name} --namespace NS ...){without}",
+        )
+    elif not holes:
+        report.ok(
+            "resource-quotas",
+            f"{len(checked)} namespaces with GPU keys ({', '.join(checked)}) limit all {len(paths)} ways to a "
+            f"GPU{without}",
+        )
+
+
+# 6. Node pools ------------------------------------------------------------------------------------------
 
 
 def _taint_key(taint: Mapping[str, Any]) -> tuple[str, str, str]:

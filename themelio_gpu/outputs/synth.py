@@ -7,7 +7,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from themelio_gpu.inputs.yaml_input import display_path
+from themelio_gpu.outputs.stack_folders import kept_message, remove_stale_stacks
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
+from themelio_gpu.settings import DEFAULT_OUTDIR
 
 
 def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.stdout) -> None:
@@ -16,7 +19,7 @@ def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.
     from themelio_gpu.outputs.app import build_app
 
     # Create the output folder first: a path that cannot be written is a message, not a jsii traceback.
-    target = outdir or Path(os.environ.get("CDKTF_OUTDIR") or "cdktf.out")
+    target = outdir or Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
     target.mkdir(parents=True, exist_ok=True)
     total = len(fleet.clusters)
     done = 0
@@ -35,13 +38,24 @@ def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.
     if progress is not None:
         print(f"writing {total} stack{'s' if total != 1 else ''}", file=progress, flush=True)
     app.synth()
+    # A deleted cluster file leaves its old stack folder behind: the cdktf library keeps it (the CDKTF CLI
+    # deletes every folder it did not write, whatever it holds; here a folder holding state is kept).
+    removed, kept = remove_stale_stacks(target, {plan.name for plan in fleet.clusters})
+    for name in removed:
+        if progress is not None:
+            print(
+                f"removed {display_path(target / 'stacks' / name)}: cluster {name} is no longer defined",
+                file=progress,
+            )
+    for stack in kept:
+        print(f"warning: {kept_message(stack, display_path(stack.folder))}", file=sys.stderr)
 
 
 def summary_table(fleet: Fleet) -> str:
     header = ("cluster", "k8s", "offerings", "DeviceClasses", "pools", "releases", "backend")
     rows = [header]
     for plan in fleet.clusters:
-        releases = "gpu-operator" + (", dra-driver" if plan.dra_enabled else "")
+        releases = ", ".join(r.name for r in plan.releases)
         rows.append(
             (
                 plan.name,

@@ -16,12 +16,28 @@ from typing import Any
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
-from themelio_gpu.inputs.catalog.model import ServedBy
-from themelio_gpu.inputs.catalog.products import GpuProduct, mig_profile_resource_spelling, unknown_product_message
+from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, GENERIC_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.products import (
+    PRODUCTS,
+    GpuProduct,
+    mig_profile_resource_spelling,
+    unknown_product_message,
+)
+from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import display_path, load_yaml_file, validate_model
+from themelio_gpu.inputs.secrets import find_secrets
+from themelio_gpu.inputs.yaml_input import (
+    YamlDocument,
+    add_positions,
+    display_path,
+    format_location,
+    load_yaml_document,
+    validate_model,
+)
+from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
     UnsupportedChartVersion,
@@ -29,6 +45,7 @@ from themelio_gpu.plan.helm.known_values import (
     render_values_yaml,
     unknown_value_paths,
 )
+from themelio_gpu.plan.terraform_version import required_terraform_version
 
 ALL_COMPONENTS = tuple(Component)
 
@@ -43,6 +60,19 @@ class DeviceClassSpec:
 
 
 @dataclass(frozen=True)
+class HelmReleaseSpec:
+    """One Helm release of a cluster's stack: what Terraform installs and what `verify` renders."""
+
+    name: str
+    chart: str
+    version: str
+    repository: str
+    namespace: str
+    values: Mapping[str, Any]
+    timeout_seconds: int
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     definition: ClusterDefinition
     file: str
@@ -50,14 +80,18 @@ class ClusterPlan:
     advertised_names: tuple[str, ...]
     """Every extended resource name this cluster serves: offerings, plus aliases while migrating."""
     device_classes: tuple[DeviceClassSpec, ...]
+    """The classes this stack creates."""
+    driver_classes: tuple[DriverClass, ...]
+    """The classes the DRA driver's installer (chart or GPU Operator) creates; empty when no pool uses DRA."""
     pools: tuple[PoolContract, ...]
     placements: Mapping[str, tuple[str, ...]]
     """Offering -> the pools whose GPUs publish devices its class selects (a capability: every such pool)."""
     products: Mapping[str, GpuProduct]
     """The catalog's merged product table: what a class selecting any GPU (the chart's) can take."""
-    operator_values: Mapping[str, Any]
-    dra_values: Mapping[str, Any] | None
-    """None when no pool uses DRA: then neither the DRA driver nor DeviceClasses are installed."""
+    releases: tuple[HelmReleaseSpec, ...]
+    """In install order: the GPU Operator, then the DRA driver chart when the cluster has one."""
+    terraform_version: str
+    """`terraform.required_version`: the oldest Terraform with every feature the stack uses."""
 
     @property
     def name(self) -> str:
@@ -65,7 +99,25 @@ class ClusterPlan:
 
     @property
     def dra_enabled(self) -> bool:
-        return self.dra_values is not None
+        """Some pool uses DRA: the cluster gets a DRA driver (chart or GPU Operator) and DeviceClasses."""
+        return any(p.dra for p in self.pools)
+
+    @property
+    def operator_release(self) -> HelmReleaseSpec:
+        return self.releases[0]
+
+    @property
+    def dra_release(self) -> HelmReleaseSpec | None:
+        """The separate DRA driver release; None without DRA pools or when the GPU Operator manages it."""
+        return self.releases[1] if len(self.releases) > 1 else None
+
+    @property
+    def operator_values(self) -> Mapping[str, Any]:
+        return self.operator_release.values
+
+    @property
+    def dra_values(self) -> Mapping[str, Any] | None:
+        return self.dra_release.values if self.dra_release is not None else None
 
 
 @dataclass(frozen=True)
@@ -95,15 +147,23 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
     """The checked fleet; raises InputError listing every problem in every file."""
     problems = Problems()
     catalog = load_catalog(catalog_path, problems, display_path(catalog_path))
+    # The cluster files are read and checked even when the catalog is broken: one run shows everything.
+    documents: dict[str, YamlDocument] = {}
+    secrets: list[str] = []
     definitions: list[tuple[str, ClusterDefinition]] = []
     for path in cluster_definition_files(stacks_dir, problems):
         shown = display_path(path)
-        data = load_yaml_file(path, problems, shown)
-        if data is None:
-            if not any(p.file == shown for p in problems):
+        before = len(problems)
+        document = load_yaml_document(path, problems, shown)
+        if document is None or document.data is None:
+            if len(problems) == before:
                 problems.add(shown, "", "the file is empty")
             continue
-        definition = validate_model(ClusterDefinition, data, shown, problems)
+        documents[shown] = document
+        for finding in find_secrets(document.data):
+            problems.add(shown, format_location(finding.path), finding.message)
+            secrets += [finding.secret] if finding.secret else []
+        definition = validate_model(ClusterDefinition, document.data, shown, problems, document=document)
         if definition is not None:
             definitions.append((shown, definition))
     seen: dict[str, str] = {}
@@ -112,25 +172,32 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
             problems.add(file, "name", f"cluster {definition.name!r} is also defined in {seen[definition.name]}")
         seen.setdefault(definition.name, file)
     plans = []
-    if catalog is not None:
-        for file, definition in definitions:
-            plan = plan_cluster(catalog, definition, file, problems)
-            if plan is not None:
-                plans.append(plan)
+    for file, definition in definitions:
+        plan = plan_cluster(catalog, definition, file, problems)
+        if plan is not None:
+            plans.append(plan)
+    problems.redact(secrets)
+    add_positions(problems, documents)
     problems.raise_if_any()
     assert catalog is not None  # no problems means the catalog loaded
     return Fleet(catalog=catalog, clusters=tuple(sorted(plans, key=lambda p: p.name)))
 
 
 def plan_cluster(
-    catalog: Catalog, cluster: ClusterDefinition, file: str, problems: Problems
+    catalog: Catalog | None, cluster: ClusterDefinition, file: str, problems: Problems
 ) -> ClusterPlan | None:
+    """The cluster's plan, or None with its problems recorded.
+
+    Without a catalog (it failed to load) every check that does not need one still runs, and None is returned.
+    """
     count = len(problems)
     for message in k8s_names.dns1123_label(cluster.name):
         problems.add(file, "name", message)
 
-    offerings = _served_offerings(catalog, cluster, file, problems)
-    pools = _pool_contracts(cluster, catalog.products, file, problems)
+    by_operator = cluster.dra_by_gpu_operator
+    derivable = dra_mode.check_mode(cluster, file, problems)
+    offerings = _served_offerings(catalog, cluster, file, problems) if catalog is not None else ()
+    pools = _pool_contracts(cluster, catalog.products if catalog is not None else None, file, problems)
     dra = any(p.dra for p in cluster.node_pools)
     if dra:
         _check_version_gates(cluster, file, problems)
@@ -140,30 +207,35 @@ def plan_cluster(
     classes: list[DeviceClassSpec] = []
     for offering in offerings:
         names.extend(offering.advertised_names(cluster.serve_migration_aliases))
-        if not dra:
-            continue
-        if offering.served_by is ServedBy.catalog:
-            classes.append(
-                DeviceClassSpec(offering.device_class, offering.name, offering.selector, offering.name, False)
-            )
-        if cluster.serve_migration_aliases:
-            classes.extend(
-                DeviceClassSpec(a.device_class, a.name, offering.selector, offering.name, True)
-                for a in offering.aliases
-                if a.served_by is ServedBy.catalog
-            )
+        if dra:
+            classes.extend(_classes_of(offering, cluster.serve_migration_aliases, by_operator))
 
     operator = _merged_values(
         helm_values.OPERATOR_CHART,
         cluster.gpu_operator.version,
-        helm_values.operator_values(cluster, pools),
+        helm_values.gpu_cluster_operator_values(cluster, pools)
+        if by_operator
+        else helm_values.operator_values(cluster, pools),
         cluster.gpu_operator.values,
         file,
         "gpuOperator",
         problems,
+        check_derived=derivable,
     )
-    dra_values = None
-    if dra:
+    dra_mode.check_operator_values(cluster, operator, file, problems)
+    release = cluster.gpu_operator
+    releases = [
+        HelmReleaseSpec(
+            helm_values.OPERATOR_CHART,
+            helm_values.OPERATOR_CHART,
+            release.version,
+            release.repository,
+            release.namespace,
+            operator,
+            release.timeout_seconds,
+        )
+    ]
+    if dra and not by_operator:
         for message in _namespace_problems(cluster.dra_driver.namespace):
             problems.add(file, "draDriver.namespace", message)
         dra_values = _merged_values(
@@ -175,28 +247,100 @@ def plan_cluster(
             "draDriver",
             problems,
         )
+        chart = cluster.dra_driver
+        releases.append(
+            HelmReleaseSpec(
+                helm_values.dra_release_name(cluster),
+                chart.chart,
+                chart.version,
+                chart.chart_repository,
+                chart.namespace,
+                dra_values,
+                chart.timeout_seconds,
+            )
+        )
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, "gpuOperator.namespace", message)
-    if len(problems) > count:
+    _check_catalog_config_map(cluster, dra, file, problems)
+    if len(problems) > count or catalog is None:
         return None
+    driver_classes = (
+        driver_device_classes(by_gpu_operator=by_operator, compute_domains=cluster.dra_driver.compute_domains)
+        if dra
+        else ()
+    )
     return ClusterPlan(
         definition=cluster,
         file=file,
         offerings=offerings,
         advertised_names=tuple(sorted(names)),
         device_classes=tuple(sorted(classes, key=lambda c: c.name)),
+        driver_classes=driver_classes,
         pools=pools,
         placements=placements,
         products=catalog.products,
-        operator_values=operator,
-        dra_values=dra_values,
+        releases=tuple(releases),
+        terraform_version=required_terraform_version(cluster),
     )
+
+
+def _classes_of(offering: ResolvedOffering, with_aliases: bool, by_operator: bool) -> list[DeviceClassSpec]:
+    """The classes the stack creates for one offering (and its aliases, while the cluster migrates).
+
+    A chart-served name needs no class of ours beside the DRA chart, whose gpu.nvidia.com maps it. The GPU
+    Operator's gpu.nvidia.com maps no name, so there the stack creates GENERIC_GPU_CLASS with the same
+    selector (any whole GPU): without it, requests for the name would never be satisfied.
+    """
+    served = [(offering.name, offering.served_by, offering.device_class, False)]
+    if with_aliases:
+        served += [(a.name, a.served_by, a.device_class, True) for a in offering.aliases]
+    classes = []
+    for name, served_by, device_class, is_alias in served:
+        if served_by is ServedBy.catalog:
+            classes.append(DeviceClassSpec(device_class, name, offering.selector, offering.name, is_alias))
+        elif by_operator:
+            selector = CHART_CLASS_SELECTORS[CHART_GPU_CLASS]
+            classes.append(DeviceClassSpec(GENERIC_GPU_CLASS, name, selector, offering.name, is_alias))
+    return classes
 
 
 def _namespace_problems(namespace: str) -> list[str]:
     if namespace == "default":
         return ["the DRA driver chart refuses the default namespace; use e.g. nvidia-dra-driver-gpu"]
     return k8s_names.dns1123_label(namespace)
+
+
+# Namespaces every cluster has: kubernetes_namespace_v1 fails on apply when its namespace already exists.
+BUILT_IN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _check_catalog_config_map(cluster: ClusterDefinition, dra: bool, file: str, problems: Problems) -> None:
+    config_map = cluster.catalog_config_map
+    if config_map is None:
+        return
+    namespace = config_map.namespace
+    # The provider checks both names as DNS subdomains; the API server wants a namespace to be a DNS label.
+    for message in k8s_names.dns1123_label(namespace):
+        problems.add(file, "catalogConfigMap.namespace", message)
+    for message in k8s_names.dns1123_subdomain(config_map.name):
+        problems.add(file, "catalogConfigMap.name", message)
+    releases = {cluster.gpu_operator.namespace: "the GPU Operator release"}
+    if dra:
+        releases.setdefault(cluster.dra_driver.namespace, "the DRA driver release")
+    if namespace in BUILT_IN_NAMESPACES:
+        problems.add(
+            file,
+            "catalogConfigMap.namespace",
+            f"{namespace} exists in every cluster, and the stack creates this namespace "
+            "(kubernetes_namespace_v1 fails when it exists): choose one of its own, e.g. themelio-system",
+        )
+    elif namespace in releases:
+        problems.add(
+            file,
+            "catalogConfigMap.namespace",
+            f"{namespace} is also the namespace of {releases[namespace]}, which creates it (create_namespace); "
+            "two resources creating one namespace race on apply: choose one of its own, e.g. themelio-system",
+        )
 
 
 def _served_offerings(
@@ -224,7 +368,7 @@ def _served_offerings(
 
 
 def _pool_contracts(
-    cluster: ClusterDefinition, products: Mapping[str, GpuProduct], file: str, problems: Problems
+    cluster: ClusterDefinition, products: Mapping[str, GpuProduct] | None, file: str, problems: Problems
 ) -> tuple[PoolContract, ...]:
     device_plugin = any(not p.dra for p in cluster.node_pools)
     contracts = []
@@ -248,18 +392,26 @@ def _pool_contracts(
                     f"node {node} is already in pool {node_owner[node]}; a node belongs to one pool",
                 )
             node_owner.setdefault(node, pool.name)
-        if pool.provisioning.karpenter is not None and not cluster.karpenter:
+        karpenter = pool.provisioning.karpenter
+        if karpenter is not None and not cluster.karpenter:
             problems.add(
                 file,
                 f"{where}.provisioning.karpenter",
                 "the cluster does not declare karpenter: true (Karpenter's CRDs)",
             )
-        product = products.get(pool.product)
+        for i, instance_type in enumerate(karpenter.instance_types if karpenter else ()):
+            # Values of a node.kubernetes.io/instance-type requirement: label values, as the NodePool CRD checks.
+            for message in k8s_names.label_value(instance_type):
+                problems.add(file, f"{where}.provisioning.karpenter.instanceTypes[{i}]", message)
+        # Without a catalog (it failed to load) only the built-in products are known; the others may be
+        # the catalog's own, so they are not called unknown.
+        product = (PRODUCTS if products is None else products).get(pool.product)
         if product is None:
-            problems.add(file, f"{where}.product", unknown_product_message(pool.product, products))
+            if products is not None:
+                problems.add(file, f"{where}.product", unknown_product_message(pool.product, products))
             continue
         found: list[tuple[str, str]] = []
-        contract = pool_contract(pool, product, device_plugin, found)
+        contract = pool_contract(pool, product, device_plugin, found, mig_manager=not cluster.dra_by_gpu_operator)
         for field, message in found:
             problems.add(file, f"{where}.{field}", message)
         contracts.append(contract)
@@ -270,7 +422,7 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
     """resource.k8s.io/v1 needs 1.34; extendedResourceName needs DRAExtendedResource (KEP-5004)."""
     minor = cluster.minor_version
     gate = cluster.feature_gates.dra_extended_resource
-    if minor < 34:
+    if minor < 34 and not cluster.dra_by_gpu_operator:  # that mode says why itself (dra_mode.py)
         problems.add(
             file,
             "kubernetesVersion",
@@ -375,11 +527,14 @@ def _merged_values(
     file: str,
     where: str,
     problems: Problems,
+    *,
+    check_derived: bool = True,
 ) -> dict[str, Any]:
     try:
         unknown = unknown_value_paths(chart, version, overrides)
-        # Derived values must exist too: this catches a chart upgrade that renamed a key we set.
-        unknown_derived = unknown_value_paths(chart, version, derived)
+        # Derived values must exist too: this catches a chart upgrade that renamed a key we set. Not where
+        # the chart version was already refused for the mode: each missing key would repeat that message.
+        unknown_derived = unknown_value_paths(chart, version, derived) if check_derived else []
         # Helm values are YAML: string keys and plain scalars only (no dates, no integer keys).
         render_values_yaml(overrides)
     except UnsupportedChartVersion as error:

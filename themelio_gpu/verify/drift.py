@@ -1,10 +1,22 @@
-"""Comparing two synthesized output folders: what the `check` command reports to a pipeline."""
+"""Comparing two synthesized output folders: what the `check` command reports to a pipeline.
+
+Only what synthesis owns is compared (manifest.json and the stack folders), less Terraform's working files
+(`.terraform/`, lock file, plan, state): a stack planned or deployed from its folder is not drift.
+"""
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from themelio_gpu.outputs.stack_folders import (
+    STACK_FILE,
+    StaleStack,
+    is_synthesis_output,
+    kept_message,
+    stale_stacks,
+)
 
 
 @dataclass(frozen=True)
@@ -15,6 +27,10 @@ class FolderDiff:
     """In the committed folder, no longer synthesized."""
     changed: tuple[tuple[str, str], ...]
     """(relative path, unified diff)."""
+    current: tuple[str, ...] = ()
+    """The stacks synthesized now."""
+    kept: tuple[StaleStack, ...] = ()
+    """Stale stack folders that synthesis will not delete (they hold state or foreign files)."""
 
     @property
     def identical(self) -> bool:
@@ -24,7 +40,13 @@ class FolderDiff:
 def _files(root: Path) -> dict[str, Path]:
     if not root.is_dir():
         return {}
-    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+    files = {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+    return {rel: path for rel, path in files.items() if is_synthesis_output(rel)}
+
+
+def _stack_names(root: Path) -> set[str]:
+    stacks = root / "stacks"
+    return {p.name for p in stacks.iterdir() if p.is_dir()} if stacks.is_dir() else set()
 
 
 def compare_folders(committed: Path, synthesized: Path) -> FolderDiff:
@@ -41,14 +63,27 @@ def compare_folders(committed: Path, synthesized: Path) -> FolderDiff:
                 tofile=f"synthesized/{rel}",
             )
             changed.append((rel, "".join(diff)))
+    current = _stack_names(synthesized)
+    kept = tuple(s for s in stale_stacks(committed, current) if not s.removable)
     return FolderDiff(
         missing=tuple(sorted(new.keys() - old.keys())),
         extra=tuple(sorted(old.keys() - new.keys())),
         changed=tuple(changed),
+        current=tuple(sorted(current)),
+        kept=kept,
     )
 
 
-def render_diff(diff: FolderDiff, committed: str) -> str:
+def _synthesis_removes(rel: str, diff: FolderDiff) -> bool:
+    """Whether synthesizing into the committed folder removes this extra file (or its kept folder is named)."""
+    parts = PurePosixPath(rel).parts
+    if len(parts) < 3 or parts[1] in diff.current:
+        return False
+    return parts[2:] == (STACK_FILE,) or any(stack.name == parts[1] for stack in diff.kept)
+
+
+def render_diff(diff: FolderDiff, committed: str, resynthesize: str = "python main.py") -> str:
+    """The report, ending in what to do; `resynthesize` is the command that rewrites `committed`."""
     if diff.identical:
         return f"{committed} is up to date with the catalog and cluster definitions."
     lines = [f"{committed} differs from what the catalog and cluster definitions synthesize:"]
@@ -58,6 +93,14 @@ def render_diff(diff: FolderDiff, committed: str) -> str:
     for _, text in diff.changed:
         lines.append("")
         lines.append(text.rstrip("\n"))
+    foreign = [rel for rel in diff.extra if not _synthesis_removes(rel, diff)]
     lines.append("")
-    lines.append("Run `pipenv run python main.py` and commit cdktf.out, or revert the input change.")
+    lines.append(
+        f"To accept the input change: run `{resynthesize}` (it rewrites changed stacks and removes the folders of "
+        f"clusters that no longer exist), then commit {committed}. Or revert the input change."
+    )
+    for stack in diff.kept:
+        lines.append(kept_message(stack, f"{committed}/stacks/{stack.name}"))
+    if foreign:
+        lines.append(f"Not written by synthesis, delete them from {committed}: {', '.join(foreign)}")
     return "\n".join(lines)

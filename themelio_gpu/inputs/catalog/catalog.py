@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -15,6 +15,7 @@ from themelio_gpu.inputs.catalog.model import (
     CHART_DEVICE_CLASSES,
     CHART_GPU_CLASS,
     CHART_SERVED_NAME,
+    GENERIC_GPU_CLASS,
     Capability,
     CatalogFile,
     Constraints,
@@ -32,7 +33,8 @@ from themelio_gpu.inputs.catalog.products import (
 )
 from themelio_gpu.inputs.catalog.selectors import capability_selector, gpu_selector
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import KeyLines, format_location, load_yaml_document, validate_model
+from themelio_gpu.inputs.secrets import find_secrets
+from themelio_gpu.inputs.yaml_input import add_positions, format_location, load_yaml_document, validate_model
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
@@ -126,52 +128,43 @@ def default_node_selector(product: GpuProduct | None, mig: bool) -> dict[str, st
 DEFAULT_TOLERATIONS = (Toleration(key=GPU_TAINT_KEY, operator="Exists", effect="NoSchedule"),)
 
 
-def _with_lines(lines: KeyLines) -> Callable[[tuple[str | int, ...]], str]:
-    """Problems in products and capabilities also name their line (the newer parts of the catalog)."""
-
-    def locate(path: tuple[str | int, ...]) -> str:
-        if path[:1] == ("products",) or (len(path) > 2 and path[0] == "offerings" and path[2] == "capability"):
-            return lines.locate(path)
-        return format_location(path)
-
-    return locate
-
-
 def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) -> Catalog | None:
     name = shown_as or str(path)
-    data, lines = load_yaml_document(path, problems, name)
-    if data is None:
-        if not problems:
+    before = len(problems)
+    document = load_yaml_document(path, problems, name)
+    if document is None or document.data is None:
+        if len(problems) == before:
             problems.add(name, "", "the catalog is empty")
         return None
-    model = validate_model(CatalogFile, data, name, problems, locate=_with_lines(lines))
-    if model is None:
-        return None
-    return resolve_catalog(model, name, problems, lines)
+    found = find_secrets(document.data, catalog=True)
+    for finding in found:
+        problems.add(name, format_location(finding.path), finding.message)
+    model = validate_model(CatalogFile, document.data, name, problems, document=document)
+    catalog = resolve_catalog(model, name, problems) if model is not None else None
+    problems.redact(f.secret for f in found if f.secret)
+    add_positions(problems, {name: document})
+    return catalog if not found else None
 
 
-def resolve_catalog(
-    model: CatalogFile, file: str, problems: Problems, lines: KeyLines | None = None
-) -> Catalog | None:
-    lines = lines or KeyLines()
+def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalog | None:
     before = len(problems)
-    products = merged_products(model.products, file, problems, lines)
+    products = merged_products(model.products, file, problems)
     resolved: dict[str, ResolvedOffering] = {}
     for name, offering in model.offerings.items():
-        item = _resolve_offering(name, offering, file, problems, products, lines)
+        item = _resolve_offering(name, offering, file, problems, products)
         if item is not None:
             resolved[name] = item
     if not model.offerings:
         problems.add(file, "offerings", "the catalog has no offerings")
     _check_uniqueness(model, file, problems)
-    resolved = _with_overlaps(resolved, file, problems, lines)
+    resolved = _with_overlaps(resolved, file, problems)
     if len(problems) > before:
         return None
     return Catalog(file=file, offerings=MappingProxyType(dict(sorted(resolved.items()))), products=products)
 
 
 def _with_overlaps(
-    offerings: dict[str, ResolvedOffering], file: str, problems: Problems, lines: KeyLines
+    offerings: dict[str, ResolvedOffering], file: str, problems: Problems
 ) -> dict[str, ResolvedOffering]:
     """Which offerings can take the same devices; a capability offering must allow it explicitly.
 
@@ -190,7 +183,7 @@ def _with_overlaps(
                 common = ", ".join(str(k) for k in sorted(mine & set(other.takes)))
                 problems.add(
                     file,
-                    lines.locate(("offerings", name, "capability")),
+                    format_location(("offerings", name, "capability")),
                     f"{name} overlaps {other_name}: both can take {common}. Requests for one would use "
                     f"devices the other counts on; set overlaps: allowed on {name} if that is intended "
                     "(README: Overlapping offerings and quotas), or narrow the capability",
@@ -239,6 +232,13 @@ def _device_class(
             f"{given} is created by the NVIDIA DRA driver chart itself; choose another name "
             "(for example <product>.gpu.themelio.io)",
         )
+    if given == GENERIC_GPU_CLASS:
+        problems.add(
+            file,
+            f"{where}.deviceClass",
+            f"{given} is the class this tool creates for {CHART_SERVED_NAME} where the GPU Operator manages "
+            "the DRA driver (its gpu.nvidia.com maps no name); choose another name",
+        )
     return given
 
 
@@ -248,7 +248,6 @@ def _resolve_offering(
     file: str,
     problems: Problems,
     products: Mapping[str, GpuProduct],
-    lines: KeyLines,
 ) -> ResolvedOffering | None:
     where = format_location(("offerings", name))
     count = len(problems)
@@ -259,7 +258,7 @@ def _resolve_offering(
 
     capability: ResolvedCapability | None = None
     if offering.capability is not None:
-        capability = _resolve_capability(name, offering, served_by, file, problems, products, lines)
+        capability = _resolve_capability(name, offering, served_by, file, problems, products)
     elif offering.overlaps is not None:
         problems.add(
             file,
@@ -388,7 +387,6 @@ def _resolve_capability(
     file: str,
     problems: Problems,
     products: Mapping[str, GpuProduct],
-    lines: KeyLines,
 ) -> ResolvedCapability | None:
     """The checked capability; every problem names the file, line and key, and what is allowed."""
     assert offering.capability is not None
@@ -397,7 +395,7 @@ def _resolve_capability(
 
     def problem(key: str | None, message: str) -> None:
         path: tuple[str | int, ...] = ("offerings", name, "capability", *((key,) if key else ()))
-        problems.add(file, lines.locate(path), message)
+        problems.add(file, format_location(path), message)
 
     if offering.product is not None:
         problem(None, "set product (one product) or capability (every product meeting it), not both")
@@ -430,7 +428,7 @@ def _resolve_capability(
             if architecture not in DRIVER_ARCHITECTURES:
                 problems.add(
                     file,
-                    lines.locate(("offerings", name, "capability", "architectures", index)),
+                    format_location(("offerings", name, "capability", "architectures", index)),
                     f"{architecture!r} is not an architecture the driver publishes; allowed (as it spells them): "
                     f"{', '.join(DRIVER_ARCHITECTURES)}",
                 )
@@ -447,7 +445,7 @@ def _resolve_capability(
             if key not in products:
                 problems.add(
                     file,
-                    lines.locate(("offerings", name, "capability", "products", index)),
+                    format_location(("offerings", name, "capability", "products", index)),
                     unknown_product_message(key, products),
                 )
     if len(problems) > count:

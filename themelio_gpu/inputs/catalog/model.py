@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-# The NVIDIA DRA driver chart's own DeviceClasses (chart 0.4.1; vfio since 25.12).
+# The NVIDIA DRA driver chart's own DeviceClasses (charts 0.4.1 and 25.12.0 render the same five), which the
+# GPU Operator's GPUCluster creates too (`driver_classes.py` says which, per installer).
 CHART_DEVICE_CLASSES = (
     "gpu.nvidia.com",
     "mig.nvidia.com",
@@ -18,6 +19,9 @@ CHART_DEVICE_CLASSES = (
 # Chart >= 25.12.0 maps this name to its `gpu.nvidia.com` class on resource.k8s.io/v1.
 CHART_SERVED_NAME = "nvidia.com/gpu"
 CHART_GPU_CLASS = "gpu.nvidia.com"
+# The GPU Operator's GPUCluster creates gpu.nvidia.com without an extendedResourceName: in that mode the stack
+# creates this class for a chart-served name, selecting what gpu.nvidia.com selects (any whole GPU).
+GENERIC_GPU_CLASS = "any-gpu.gpu.themelio.io"
 
 
 class Strict(BaseModel):

@@ -21,7 +21,7 @@ from themelio_gpu.inputs.catalog.products import (
     table_clashes,
 )
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import KeyLines
+from themelio_gpu.inputs.yaml_input import format_location
 
 # What selectors and placement cannot do without. Unknown architecture or compute capability: the product
 # meets no capability that tests them (coverage says so); the display name defaults to the key.
@@ -59,9 +59,7 @@ def _pci_id(text: str) -> str:
     return "0x" + text[2:].upper() if text[:2].lower() == "0x" else text
 
 
-def merged_products(
-    entries: Mapping[str, Product], file: str, problems: Problems, lines: KeyLines
-) -> Mapping[str, GpuProduct]:
+def merged_products(entries: Mapping[str, Product], file: str, problems: Problems) -> Mapping[str, GpuProduct]:
     """The built-in table with the catalog's products merged in; problems name the file and line."""
     table = dict(PRODUCTS)
     for key, entry in entries.items():
@@ -73,7 +71,7 @@ def merged_products(
             if missing:
                 problems.add(
                     file,
-                    lines.locate(where),
+                    format_location(where),
                     f"{key} is not a built-in product ({', '.join(PRODUCTS)}), so it needs {', '.join(missing)}",
                 )
                 continue
@@ -87,14 +85,14 @@ def merged_products(
             product = dataclasses.replace(product, mig_layouts=MappingProxyType(kept))
         found = product_problems(product)
         for path, message in found:
-            problems.add(file, lines.locate((*where, *path)), message)
+            problems.add(file, format_location((*where, *path)), message)
         if not found:
             table[key] = product
     for key, other, field, value in table_clashes(table):
         # Two built-ins never clash (a test checks it): report the clash on the catalog's own entry.
         mine, theirs = (key, other) if key in entries else (other, key)
         problems.add(
-            file, lines.locate(("products", mine, field)), f"{value!r} is also in {field} of product {theirs}"
+            file, format_location(("products", mine, field)), f"{value!r} is also in {field} of product {theirs}"
         )
     return MappingProxyType(table)
 

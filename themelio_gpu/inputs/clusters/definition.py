@@ -9,9 +9,22 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from themelio_gpu.inputs.catalog.model import Strict
+from themelio_gpu.inputs.secrets import LITERAL_CREDENTIAL_KEYS
 
-_SECRET_KEY = re.compile(r"token|secret|password|passwd|credential|private|(^|_)key$|^key", re.IGNORECASE)
-_LITERAL_CREDENTIALS = ("token", "clientKey", "clientCertificate", "password", "username")
+
+def _refuse_literal_credentials(data: Any) -> Any:
+    """A kubeconfig user's credential keys (token, clientKey, ...) are refused with the way to do without."""
+    if isinstance(data, dict):
+        found = [key for key in LITERAL_CREDENTIAL_KEYS if key in data]
+        if found:
+            raise ValueError(
+                f"{', '.join(found)}: tokens and other literal credentials are not accepted in a cluster definition "
+                "(they would be written to cdktf.out and the Terraform state). Use access.kubeconfig (path and "
+                "context), or access.api with an exec credential plugin that prints a token at run time, e.g. "
+                "api: {host: https://..., clusterCaCertificate: ..., exec: {command: aws, args: [eks, get-token, "
+                "--cluster-name, NAME]}}"
+            )
+    return data
 
 
 class Component(StrEnum):
@@ -36,29 +49,26 @@ class Kubeconfig(Strict):
     path: str = Field(description="Kubeconfig path on the machine running Terraform, e.g. ~/.kube/config")
     context: str
 
+    _no_literal_credentials = model_validator(mode="before")(_refuse_literal_credentials)
+
 
 class ExecPlugin(Strict):
-    api_version: str = Field(default="client.authentication.k8s.io/v1beta1", alias="apiVersion")
+    # What client-go (in both providers) runs: v1alpha1 was removed in Kubernetes 1.24's client libraries.
+    api_version: Literal["client.authentication.k8s.io/v1beta1", "client.authentication.k8s.io/v1"] = Field(
+        default="client.authentication.k8s.io/v1beta1", alias="apiVersion"
+    )
     command: str
     args: tuple[str, ...] = ()
+    # Credentials in args and env (by name or by value) are refused by inputs/secrets.py, like everywhere else.
     env: dict[str, str] = Field(default_factory=dict, description="Non-secret settings only, e.g. AWS_PROFILE")
-
-    @field_validator("env")
-    @classmethod
-    def _no_secrets(cls, env: dict[str, str]) -> dict[str, str]:
-        secret = sorted(name for name in env if _SECRET_KEY.search(name))
-        if secret:
-            raise ValueError(
-                f"{', '.join(secret)} look like credentials; never write a secret here. Export it in the "
-                "environment that runs Terraform: the exec plugin inherits it"
-            )
-        return env
 
 
 class ApiAccess(Strict):
     host: str = Field(description="API server URL, e.g. https://api.gpu-east.example.com")
     cluster_ca_certificate: str = Field(alias="clusterCaCertificate", description="PEM (public, not a secret)")
     exec: ExecPlugin
+
+    _no_literal_credentials = model_validator(mode="before")(_refuse_literal_credentials)
 
     @field_validator("cluster_ca_certificate")
     @classmethod
@@ -81,17 +91,7 @@ class Access(Strict):
     kubeconfig: Kubeconfig | None = None
     api: ApiAccess | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_literal_credentials(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            found = [key for key in _LITERAL_CREDENTIALS if key in data]
-            if found:
-                raise ValueError(
-                    f"{', '.join(found)}: literal credentials are not allowed in a cluster definition (they would "
-                    "land in cdktf.out and in state). Use kubeconfig (path and context) or api.exec"
-                )
-        return data
+    _no_literal_credentials = model_validator(mode="before")(_refuse_literal_credentials)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Access:
@@ -170,7 +170,8 @@ class HttpBackend(Strict):
     @field_validator("address", "lock_address", "unlock_address")
     @classmethod
     def _no_userinfo(cls, value: str | None) -> str | None:
-        if value is not None and re.match(r"^[a-z]+://[^/]*@", value):
+        # A password in the URL is refused as a credential (inputs/secrets.py); a user name alone, here.
+        if value is not None and re.match(r"^[a-z]+://[^/:]*@", value):
             raise ValueError("must not embed credentials; set TF_HTTP_USERNAME and TF_HTTP_PASSWORD instead")
         return value
 
@@ -215,6 +216,13 @@ class Taint(Strict):
     effect: str = Field(description="NoSchedule, PreferNoSchedule or NoExecute")
 
 
+class MigCreatedBy(StrEnum):
+    mig_manager = "mig-manager"
+    """The GPU Operator's MIG Manager creates the layout from the pool's nvidia.com/mig.config label."""
+    external = "external"
+    """Something outside this stack creates the MIG devices (mig-parted at boot, the provider's image)."""
+
+
 class MigLayout(Strict):
     """MIG mode of a pool: one profile on every GPU, or a named MIG Manager config."""
 
@@ -222,6 +230,12 @@ class MigLayout(Strict):
     config: str | None = Field(default=None, description="A MIG Manager config name, e.g. all-balanced")
     provides: dict[str, int] | None = Field(
         default=None, description="Only for a custom config: the MIG devices it creates on each GPU"
+    )
+    created_by: MigCreatedBy = Field(
+        default=MigCreatedBy.mig_manager,
+        alias="createdBy",
+        description="mig-manager (default), or external: the nodes' MIG devices already exist, created "
+        "outside this stack (required with draDriver.managedBy: gpu-operator, which has no MIG Manager)",
     )
 
     @model_validator(mode="after")
@@ -295,7 +309,26 @@ class GpuOperatorRelease(Strict):
     values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
 
 
+class DraManagedBy(StrEnum):
+    chart = "chart"
+    """A separate DRA driver Helm release beside the GPU Operator's ClusterPolicy (NVIDIA's documented install)."""
+    gpu_operator = "gpu-operator"
+    """GPU Operator v26.7.0+ installs the DRA driver itself from a GPUCluster (no ClusterPolicy, no DRA release)."""
+
+
 class DraDriverRelease(Strict):
+    managed_by: DraManagedBy = Field(
+        default=DraManagedBy.chart,
+        alias="managedBy",
+        description="chart: a separate DRA driver release beside a ClusterPolicy; gpu-operator: the GPU "
+        "Operator's GPUCluster (v26.7.0+, Technology Preview, new clusters only) manages the DRA driver",
+    )
+    new_cluster: bool | None = Field(
+        default=None,
+        alias="newCluster",
+        description="Only with managedBy: gpu-operator, and required there: true states that the cluster has "
+        "no ClusterPolicy and no DRA driver release (NVIDIA supports no in-place migration to a GPUCluster)",
+    )
     chart: Literal["dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"] = "dra-driver-nvidia-gpu"
     version: str = "0.4.1"
     repository: str | None = Field(
@@ -323,7 +356,7 @@ class DraDriverRelease(Strict):
 
 
 class CatalogConfigMap(Strict):
-    namespace: str = "themelio-system"
+    namespace: str = Field(default="themelio-system", description="Created by the stack: a namespace of its own")
     name: str = "themelio-gpu-catalog"
 
 
@@ -359,3 +392,14 @@ class ClusterDefinition(Strict):
     @property
     def minor_version(self) -> int:
         return int(self.kubernetes_version.split(".")[1])
+
+    @property
+    def patch_version(self) -> int | None:
+        """The patch release when the definition states one (`1.34.2`), else None (`1.34`)."""
+        parts = self.kubernetes_version.split(".")
+        return int(parts[2]) if len(parts) > 2 else None
+
+    @property
+    def dra_by_gpu_operator(self) -> bool:
+        """The GPU Operator's GPUCluster manages the DRA driver (no ClusterPolicy, no DRA driver release)."""
+        return self.dra_driver.managed_by is DraManagedBy.gpu_operator

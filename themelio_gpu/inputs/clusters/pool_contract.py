@@ -88,9 +88,18 @@ class PoolContract:
 
 
 def pool_contract(
-    pool: NodePool, product: GpuProduct, device_plugin_in_cluster: bool, problems: list[tuple[str, str]]
+    pool: NodePool,
+    product: GpuProduct,
+    device_plugin_in_cluster: bool,
+    problems: list[tuple[str, str]],
+    *,
+    mig_manager: bool = True,
 ) -> PoolContract:
-    """The pool's contract; problems are appended as (field, message)."""
+    """The pool's contract; problems are appended as (field, message).
+
+    `mig_manager` is False where the cluster can run no MIG Manager (the GPU Operator's GPUCluster): then no
+    pool gets the MIG Manager's config label, which nothing would read.
+    """
     mig_devices: Mapping[str, int] | None = None
     mig_config: str | None = None
     mig_profile_label: str | None = None
@@ -146,7 +155,7 @@ def pool_contract(
     }
     if mig_profile_label is not None:
         labels[MIG_PROFILE] = mig_profile_label
-    if product.supports_mig:
+    if product.supports_mig and mig_manager:
         # Explicit all-disabled keeps MIG Manager from acting on a leftover config label.
         labels[MIG_CONFIG] = mig_config or "all-disabled"
     if pool.dra:
@@ -168,6 +177,7 @@ def pool_contract(
 
     taints: list[TaintSpec] = []
     given = pool.taints if pool.taints is not None else ()
+    first_with_key: dict[str, int] = {}
     for index, taint in enumerate(given):
         for message in k8s_names.qualified_name(taint.key) + k8s_names.label_value(taint.value):
             problems.append((f"taints[{index}]", message))
@@ -178,7 +188,21 @@ def pool_contract(
                     f"{taint.effect!r} is not a taint effect; use one of {', '.join(TAINT_EFFECTS)}",
                 )
             )
-        taints.append(TaintSpec(taint.key, taint.value, taint.effect))
+        spec = TaintSpec(taint.key, taint.value, taint.effect)
+        if taint.key in first_with_key:
+            # Stricter than Kubernetes (unique key and effect): the provider checks keys alone, and the
+            # same contract goes to static nodes, Karpenter and kubelet flags alike.
+            earlier = first_with_key[taint.key]
+            problems.append(
+                (
+                    f"taints[{index}]",
+                    f"pool {pool.name}: taint {spec} has the key of taints[{earlier}] {taints[earlier]}; a node's "
+                    "taint keys must be unique (the kubernetes provider's kubernetes_node_taint refuses them at "
+                    "plan time): keep one taint per key",
+                )
+            )
+        first_with_key.setdefault(taint.key, index)
+        taints.append(spec)
     if pool.taints is None:
         taints.append(TaintSpec(*DEFAULT_TAINT))
 

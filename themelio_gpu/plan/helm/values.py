@@ -6,7 +6,8 @@ been checked against the pinned chart version's known keys (a typo or a key remo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
@@ -16,6 +17,24 @@ OPERATOR_CHART = "gpu-operator"
 DRIVER_ROOT_OPERATOR = "/run/nvidia/driver"
 DRIVER_ROOT_HOST = "/"
 OLD_DRA_CHART = "nvidia-dra-driver-gpu"
+DEPLOY_CLIENT = "nvidia.com/gpu.deploy.client"
+"""Set by GPU Operator v26.7.0+ on every GPU node; GPU clients that select it are restarted on driver
+upgrades and MIG changes (NVIDIA/gpu-operator PR #2607, controllers/state_manager.go)."""
+GPU_CLIENT_OPERATOR = (26, 7, 0)
+
+# The chart defaults our derived lists replace (a Helm list value replaces the whole default list). Both
+# pinned operator charts (v26.3.3, v26.7.0) ship these; a test compares them with the real values.yaml.
+CONTROL_PLANE_TOLERATION = {
+    "key": "node-role.kubernetes.io/control-plane",
+    "operator": "Equal",
+    "value": "",
+    "effect": "NoSchedule",
+}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+NFD_WORKER_DEFAULT_TOLERATIONS = (CONTROL_PLANE_TOLERATION, GPU_TOLERATION)
+"""`node-feature-discovery.worker.tolerations`: NFD labels control-plane nodes too."""
+OPERAND_DEFAULT_TOLERATIONS = (GPU_TOLERATION,)
+"""`daemonsets.tolerations`: what the ClusterPolicy gives every operand DaemonSet."""
 
 
 def gpu_pool_tolerations(pools: Sequence[PoolContract], *, dra_only: bool = False) -> list[dict[str, str]]:
@@ -28,16 +47,49 @@ def gpu_pool_tolerations(pools: Sequence[PoolContract], *, dra_only: bool = Fals
     return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in keys]
 
 
+def _covers(wide: Mapping[str, str], narrow: Mapping[str, str]) -> bool:
+    """True when every taint `narrow` tolerates is tolerated by `wide` too."""
+    if wide.get("effect", "") not in ("", narrow.get("effect", "")):
+        return False
+    if wide.get("key", "") not in ("", narrow.get("key", "")):
+        return False
+    if wide.get("operator", "Equal") == "Exists":
+        return True
+    return narrow.get("operator", "Equal") != "Exists" and wide.get("value", "") == narrow.get("value", "")
+
+
+def with_chart_defaults(
+    defaults: Sequence[Mapping[str, str]], derived: Sequence[Mapping[str, str]]
+) -> list[dict[str, str]]:
+    """The chart's default tolerations that the derived ones do not already cover, then the derived ones."""
+    kept = [dict(d) for d in defaults if not any(_covers(t, d) for t in derived)]
+    return kept + [dict(t) for t in derived]
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """`v26.7.0` -> (26, 7, 0): chart versions compared as numbers."""
+    return tuple(int(n) for n in re.findall(r"\d+", version)[:3])
+
+
+def operator_restarts_gpu_clients(operator_version: str) -> bool:
+    """GPU Operator v26.7.0 and later label GPU nodes `nvidia.com/gpu.deploy.client=true` (see DEPLOY_CLIENT)."""
+    return version_tuple(operator_version) >= GPU_CLIENT_OPERATOR
+
+
 def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
     dra = any(p.dra for p in pools)
     device_plugin = any(not p.dra for p in pools)
     mig = any(p.mig_devices is not None for p in pools)
     driver: dict[str, Any] = {"enabled": not cluster.host_driver}
-    if dra and not cluster.host_driver:
-        # Known issue: the driver manager does not know the DRA kubelet plugin; this label lets it evict it.
+    if dra and not cluster.host_driver and not operator_restarts_gpu_clients(cluster.gpu_operator.version):
+        # Known issue before v26.7.0: the driver manager does not know the DRA kubelet plugin; this label
+        # lets it evict it. From v26.7.0 the plugin selects nvidia.com/gpu.deploy.client instead.
         driver["manager"] = {"env": [{"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": DRA_KUBELET_PLUGIN}]}
+    # Every operand must reach every GPU pool: tolerate each pool taint, keeping the chart's defaults.
+    tolerations = gpu_pool_tolerations(pools)
     return {
         "cdi": {"enabled": True},
+        "daemonsets": {"tolerations": with_chart_defaults(OPERAND_DEFAULT_TOLERATIONS, tolerations)},
         # With DRA on every pool the device plugin must not run (NVIDIA's documented install). In a mixed
         # cluster it stays on and DRA nodes opt out through nvidia.com/gpu.deploy.device-plugin=false.
         "devicePlugin": {"enabled": device_plugin},
@@ -45,17 +97,55 @@ def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -
         # Mixed: each MIG profile keeps its own name (nvidia.com/mig-<profile>) where the device plugin runs.
         "mig": {"strategy": "mixed" if mig else "single"},
         "migManager": {"enabled": mig},
+        # NFD's labels are what the operator and the DRA plugin's node affinity wait for.
+        "node-feature-discovery": {
+            "worker": {"tolerations": with_chart_defaults(NFD_WORKER_DEFAULT_TOLERATIONS, tolerations)}
+        },
         "toolkit": {"enabled": not cluster.host_driver},
     }
 
 
+def gpu_cluster_operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
+    """The GPU Operator (v26.7.0+) managing the DRA driver through a GPUCluster instead of a ClusterPolicy.
+
+    The GPUCluster exposes no kubelet-plugin nodeSelector: the operator runs the plugin on every node it
+    labels `nvidia.com/gpu.deploy.dra-driver=true`, i.e. every node where NFD found an NVIDIA GPU. So what
+    this stack controls is that NFD's worker and the GPUCluster's DaemonSets (`daemonsets.tolerations`, which
+    the chart copies into the GPUCluster) tolerate every taint of the pools, from the one derivation.
+    """
+    tolerations = gpu_pool_tolerations(pools)
+    values: dict[str, Any] = {
+        "clusterPolicy": {"deployCR": False},
+        "daemonsets": {"tolerations": with_chart_defaults(OPERAND_DEFAULT_TOLERATIONS, tolerations)},
+        "draDriver": {"computeDomains": {"enabled": cluster.dra_driver.compute_domains}},
+        "gpuCluster": {"deployCR": True},
+        "node-feature-discovery": {
+            "worker": {"tolerations": with_chart_defaults(NFD_WORKER_DEFAULT_TOLERATIONS, tolerations)}
+        },
+    }
+    # The GPUCluster never installs a driver: the host has one (its validator finds it at / by itself, so
+    # the driver root is left alone, as NVIDIA's pre-installed procedure does), or the chart's default
+    # NVIDIADriver resource installs one under /run/nvidia/driver (the chart refuses driver.enabled without
+    # nvidiaDriverCRD.enabled in this mode).
+    if cluster.host_driver:
+        values["driver"] = {"enabled": False}
+    else:
+        values["driver"] = {"enabled": True, "nvidiaDriverCRD": {"enabled": True}}
+        values["hostPaths"] = {"driverInstallDir": DRIVER_ROOT_OPERATOR}
+    return values
+
+
 def dra_driver_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
     release = cluster.dra_driver
+    node_selector = {DRA_KUBELET_PLUGIN: "true"}
+    if operator_restarts_gpu_clients(cluster.gpu_operator.version):
+        # The operator then restarts the plugin on driver upgrades and MIG changes (MIG Manager never did).
+        node_selector[DEPLOY_CLIENT] = "true"
     values: dict[str, Any] = {
         "gpuResourcesEnabledOverride": True,
         "image": {"pullPolicy": "IfNotPresent"},
         "kubeletPlugin": {
-            "nodeSelector": {DRA_KUBELET_PLUGIN: "true"},
+            "nodeSelector": node_selector,
             # Tolerate exactly the taints this cluster's DRA pools carry.
             "tolerations": gpu_pool_tolerations(pools, dra_only=True),
         },

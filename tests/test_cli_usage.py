@@ -1,0 +1,101 @@
+"""The command line describes itself: --help for every command and argument, --version, and commands that
+write only where asked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import ROOT
+from themelio_gpu import __version__
+from themelio_gpu.cli import CONTRACT_FILES, build_parser, export_files
+from themelio_gpu.plan.fleet import Fleet
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def parsers(parser: argparse.ArgumentParser, name: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for command, sub in action.choices.items():
+                assert helps.get(command), f"`{name} {command}` has no summary in `{name} --help`"
+                yield from parsers(sub, f"{name} {command}")
+
+
+def test_help_describes_every_command_and_argument() -> None:
+    for name, parser in parsers(build_parser(), "themelio_gpu"):
+        assert parser.description, f"`{name} --help` has no description"
+        for action in parser._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"`{name}`: {action.option_strings or action.dest} has no help"
+
+
+def test_help_runs_for_every_command() -> None:
+    result = run("-m", "themelio_gpu", "preflight", "--help")
+    assert result.returncode == 0
+    assert "$KUBECONFIG" in result.stdout
+    assert "exit codes: 0 success" in result.stdout
+    main_help = run("main.py", "--help")
+    assert main_help.returncode == 0 and "--outdir DIR" in main_help.stdout
+
+
+def test_version_comes_from_one_place() -> None:
+    for args in (("-m", "themelio_gpu", "--version"), ("main.py", "--version")):
+        result = run(*args)
+        assert result.returncode == 0
+        assert result.stdout.startswith(f"themelio-gpu {__version__} (cdktf 0.21.0)")
+    # The npm metadata carries the same version (it cannot be read from the Python package).
+    assert json.loads((ROOT / "package.json").read_text())["version"] == __version__
+
+
+def test_catalog_export_prints_unless_a_folder_is_given(tmp_path: Path, example_fleet: Fleet) -> None:
+    def source_tree() -> list[Path]:
+        return sorted(p for folder in (ROOT, ROOT / "catalog", ROOT / "stacks") for p in folder.iterdir())
+
+    before = source_tree()
+    result = run("-m", "themelio_gpu", "catalog", "export")
+    assert result.returncode == 0, result.stderr
+    documents = result.stdout.split("--- # ")[1:]
+    expected = list(export_files(example_fleet))
+    assert [d.split("\n", 1)[0] for d in documents] == expected
+    assert set(CONTRACT_FILES) <= set(expected)  # the catalog-wide files, then each cluster's
+    assert len(list(yaml.safe_load_all(result.stdout))) >= len(expected)
+    assert source_tree() == before  # nothing written into the project (the old default was catalog/generated)
+    assert run("-m", "themelio_gpu", "catalog", "export", "--outdir", str(tmp_path / "x")).returncode == 0
+    written = sorted(p.relative_to(tmp_path / "x").as_posix() for p in (tmp_path / "x").rglob("*") if p.is_file())
+    assert written == sorted(expected)
+
+
+def test_catalog_quota_checks_the_namespace_and_lists_known_names() -> None:
+    result = run(
+        "-m",
+        "themelio_gpu",
+        "catalog",
+        "quota",
+        "--cluster",
+        "gpu-east",
+        "--namespace",
+        "Team_A",
+        "nvidia.com/a10=2",
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(
+        "command line: --namespace Team_A: not a valid namespace: 'Team_A' is not a DNS-1123"
+    )
+    assert lines[1].startswith(
+        "command line: nvidia.com/a10=2: cluster gpu-east serves no offering of that name; it serves: "
+    )
+    assert "nvidia.com/a100" in lines[1] and "nvidia.com/mig-1g.5gb" in lines[1]
+    assert lines[-1] == "2 problems found; nothing was written."

@@ -1,0 +1,130 @@
+"""A fork edits its fleet exactly as the README's "How to ..." says, runs `make snapshots`, and the tests that
+follow its fleet pass: proven on a copy of the project, with the README's own examples."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS, FIXTURE_SNAPSHOTS, ROOT, USER_SNAPSHOTS
+from themelio_gpu.outputs.schemas import schema_texts
+
+README = ROOT / "README.md"
+
+
+def howto_section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n### {title}\n")
+    end = text.find("\n### ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def howto_yaml(title: str) -> str:
+    """The first YAML example of a How-to section, as written in the README."""
+    match = re.search(r"```yaml\n(.*?)```", howto_section(title), re.DOTALL)
+    assert match is not None, f"no YAML example under '### {title}' in README.md"
+    return match.group(1)
+
+
+def copy_project(target: Path) -> Path:
+    """What synthesis and the tests need, with the example fleet as the fork's own fleet (as a fork starts).
+
+    The fleet is the fixture copy, not this checkout's catalog/ and stacks/: the README's examples are written
+    for the example fleet, and this test must not change with anyone's fleet.
+    """
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+    for folder in ("themelio_gpu", "tests"):
+        shutil.copytree(ROOT / folder, target / folder, ignore=ignore)
+    for file in ("main.py", "pyproject.toml", "Makefile", "cdktf.json"):
+        shutil.copy2(ROOT / file, target / file)
+    shutil.copytree(EXAMPLE_CATALOG.parent, target / "catalog")
+    shutil.copytree(EXAMPLE_STACKS, target / "stacks")
+    for schema in schema_texts():
+        shutil.copy2(ROOT / schema, target / schema)
+    user_snapshots = target / USER_SNAPSHOTS.relative_to(ROOT)
+    shutil.rmtree(user_snapshots)
+    shutil.copytree(FIXTURE_SNAPSHOTS, user_snapshots)  # the reviewed output of that same fleet
+    return target
+
+
+def make_recipe(target: str) -> list[str]:
+    """The pytest command of a Makefile target, run with this interpreter."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(rf"^{target}:.*\n\t(\$\(VENV\)/pytest .*)$", makefile, re.MULTILINE)
+    assert recipe is not None, f"make {target} runs no pytest command"
+    return [sys.executable, "-m", "pytest", *shlex.split(recipe.group(1))[1:]]
+
+
+def pytest_in(project: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THEMELIO_")}  # the copy's own fleet
+    env.update(PYTHONDONTWRITEBYTECODE="1", JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    return subprocess.run(
+        [*command, "-p", "no:cacheprovider"], cwd=project, env=env, capture_output=True, text=True, check=False
+    )
+
+
+def add_list_items(file: Path, items: dict[str, list[Any]]) -> None:
+    data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    for key, values in items.items():
+        data[key] = [*data.get(key, []), *values]
+    file.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path) -> None:
+    project = copy_project(tmp_path / "fork")
+    stacks = project / "stacks"
+    catalog = project / "catalog" / "gpu-catalog.yaml"
+
+    # Add an offering: an entry under `offerings:` (the catalog's only top-level key, so it goes at the end).
+    offering = howto_yaml("Add an offering")
+    first, _, entry = offering.partition("\n")
+    assert first == "offerings:"
+    catalog.write_text(catalog.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + entry, encoding="utf-8")
+    (name,) = yaml.safe_load(offering)["offerings"]
+
+    # Add a cluster: a new file named after it.
+    cluster = howto_yaml("Add a cluster")
+    new_cluster = yaml.safe_load(cluster)["name"]
+    (stacks / f"{new_cluster}.yaml").write_text(cluster, encoding="utf-8")
+
+    # Add a node pool: the README names the cluster file and the list items to add to it.
+    pool_section = howto_section("Add a node pool")
+    target = re.search(r"`stacks/([a-z0-9-]+\.yaml)`", pool_section)
+    assert target is not None
+    add_list_items(stacks / target.group(1), yaml.safe_load(howto_yaml("Add a node pool")))
+
+    # Remove a cluster: delete its file (the first one the other steps did not touch).
+    gone_file = next(
+        p for p in sorted(stacks.glob("*.yaml")) if p.name not in (target.group(1), f"{new_cluster}.yaml")
+    )
+    gone = yaml.safe_load(gone_file.read_text(encoding="utf-8"))["name"]
+    gone_file.unlink()
+
+    fixture_snapshots = project / FIXTURE_SNAPSHOTS.relative_to(ROOT)
+    fixture_before = {p.name: p.read_bytes() for p in fixture_snapshots.rglob("*.*")}
+    recorded = pytest_in(project, make_recipe("snapshots"))
+    assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
+
+    snapshots = project / USER_SNAPSHOTS.relative_to(ROOT)
+    stack_snapshots = {p.name for p in (snapshots / "stacks").iterdir()}
+    assert f"{new_cluster}.cdk.tf.json" in stack_snapshots
+    assert f"{gone}.cdk.tf.json" not in stack_snapshots
+    pooled = yaml.safe_load((stacks / target.group(1)).read_text(encoding="utf-8"))["name"]
+    assert name in (snapshots / "stacks" / f"{pooled}.cdk.tf.json").read_text(encoding="utf-8")
+    waldur = snapshots / "catalog" / "clusters" / pooled / "waldur-quota-mapping.yaml"
+    assert name in waldur.read_text(encoding="utf-8")
+    assert not (snapshots / "catalog" / "clusters" / gone).exists()
+    # The tool's own snapshots do not move with the user's fleet.
+    assert {p.name: p.read_bytes() for p in fixture_snapshots.rglob("*.*")} == fixture_before
+
+    checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert re.search(r"\d+ passed", checked.stdout) and "failed" not in checked.stdout

@@ -1,0 +1,98 @@
+"""Your fleet: the tests that follow `catalog/` and `stacks/` as you edit them in your fork.
+
+One reviewed snapshot per cluster file in the stacks folder, the catalog's contract files, and the JSON
+Schemas beside them. After an edit, `make snapshots` records the new output and removes the snapshots of
+clusters that are gone; read `git diff tests/snapshots/user-fleet` like code before committing. The tests of
+the tool's own behaviour live in the other files and use the fixture fleet (tests/fixtures/fleets).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, USER_SNAPSHOTS, user_inputs
+from tests.snapshot import assert_matches_snapshot, assert_no_stale_snapshots
+from themelio_gpu.cli import CONTRACT_FILES, cluster_contract_files, contract_files
+from themelio_gpu.inputs.problems import InputError, Problems
+from themelio_gpu.outputs.schemas import schema_texts
+from themelio_gpu.plan.fleet import Fleet, cluster_definition_files, load_fleet
+
+pytestmark = pytest.mark.user_fleet
+
+USER = user_inputs()
+CLUSTER_FILES = cluster_definition_files(USER.stacks_dir, Problems())  # the files the app reads, as it finds them
+STACK_SUFFIX = ".cdk.tf.json"
+
+
+@pytest.fixture(scope="module")
+def user_fleet() -> Fleet:
+    try:
+        return load_fleet(USER.catalog, USER.stacks_dir)
+    except InputError as error:
+        pytest.fail(f"your fleet does not load:\n{error.render()}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def user_synthesized(user_fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from themelio_gpu.outputs.synth import synthesize
+
+    out = tmp_path_factory.mktemp("user-cdktf.out")
+    synthesize(user_fleet, out, progress=None)
+    return out
+
+
+@pytest.mark.parametrize("file", CLUSTER_FILES, ids=[p.name for p in CLUSTER_FILES])
+def test_cluster_stack_matches_its_reviewed_snapshot(
+    file: Path, user_fleet: Fleet, user_synthesized: Path, update_snapshots: bool
+) -> None:
+    (plan,) = [c for c in user_fleet.clusters if (ROOT / c.file).resolve() == file.resolve()]
+    actual = (user_synthesized / "stacks" / plan.name / "cdk.tf.json").read_text(encoding="utf-8")
+    assert_matches_snapshot(USER_SNAPSHOTS / "stacks" / f"{plan.name}{STACK_SUFFIX}", actual, update_snapshots)
+
+
+def test_no_snapshot_of_a_cluster_that_is_gone(user_fleet: Fleet, update_snapshots: bool) -> None:
+    current = [c.name for c in user_fleet.clusters]
+    assert_no_stale_snapshots(USER_SNAPSHOTS / "stacks", STACK_SUFFIX, current, update_snapshots)
+
+
+@pytest.mark.parametrize("name", sorted(CONTRACT_FILES))
+def test_catalog_contract_file_matches_its_reviewed_snapshot(
+    name: str, user_fleet: Fleet, update_snapshots: bool
+) -> None:
+    actual = contract_files(user_fleet.catalog)[name]
+    assert_matches_snapshot(USER_SNAPSHOTS / "catalog" / name, actual, update_snapshots)
+
+
+def test_no_snapshot_of_a_contract_file_that_is_gone(update_snapshots: bool) -> None:
+    assert_no_stale_snapshots(
+        USER_SNAPSHOTS / "catalog", ".yaml", [n.removesuffix(".yaml") for n in CONTRACT_FILES], update_snapshots
+    )
+
+
+def test_cluster_contract_files_match_their_reviewed_snapshots(user_fleet: Fleet, update_snapshots: bool) -> None:
+    """What `catalog export` writes per cluster (Waldur, closed quota, Kueue, Kubeflow), for each of your clusters."""
+    folder = USER_SNAPSHOTS / "catalog" / "clusters"
+    for plan in user_fleet.clusters:
+        for name, text in cluster_contract_files(plan).items():
+            assert_matches_snapshot(folder / plan.name / name, text, update_snapshots)
+    gone = (
+        sorted(p for p in folder.iterdir() if p.name not in {c.name for c in user_fleet.clusters})
+        if folder.is_dir()
+        else []
+    )
+    if update_snapshots:
+        for path in gone:
+            shutil.rmtree(path)
+    elif gone:
+        pytest.fail(
+            f"contract snapshots of clusters that no longer exist: {', '.join(p.name for p in gone)}; remove them with `make snapshots`",
+            pytrace=False,
+        )
+
+
+def test_committed_json_schemas_are_current() -> None:
+    for path, text in schema_texts().items():
+        assert (ROOT / path).read_text(encoding="utf-8") == text, f"{path} is stale: run `make schemas`"

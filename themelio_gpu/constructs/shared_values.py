@@ -1,0 +1,48 @@
+"""JSON values that several stacks pass to cdktf cross into jsii's node process once.
+
+jsii copies a value passed to cdktf into node value by value, and a stack's outputs and its DeviceClass map
+are about a thousand values. Clusters that serve the same offerings pass the same values: from the second
+stack on they pass a reference to one cdktf token holding the value, which synthesizes to the same JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+from cdktf import Token
+
+# Per process, as cdktf's tokens are (they live as long as the jsii node process). None: seen once.
+_tokens: dict[tuple[str, str], Any] = {}
+
+
+def _shared(kind: str, value: Any, as_token: Callable[[Any], Any]) -> Any:
+    try:
+        key = (kind, json.dumps(value, sort_keys=True))
+    except TypeError:
+        return value  # holds jsii objects (references to resources): nothing to share
+    if key not in _tokens:
+        _tokens[key] = None  # the first stack passes the value itself: a value one stack uses costs no token
+        return value
+    if _tokens[key] is None:
+        _tokens[key] = as_token(value)
+    return _tokens[key]
+
+
+def shared_value(value: Any) -> Any:
+    """`value` for the first stack that passes it, then one token (an IResolvable) holding it."""
+    return _shared("any", value, Token.as_any)
+
+
+def shared_map(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`value` for the first stack that passes it, then one token encoded as a map (for map arguments)."""
+    result: Mapping[str, Any] = _shared("map", value, Token.as_any_map)
+    return result
+
+
+@cache
+def each_value_map() -> Mapping[str, Any]:
+    """`each.value` as a map (for map arguments): one token for all resources, one round trip per process."""
+    return Token.as_any_map("${each.value}")

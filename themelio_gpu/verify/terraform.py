@@ -1,0 +1,239 @@
+"""`terraform-check`: the real Terraform CLI on every synthesized stack, before a pipeline sees it.
+
+Per stack, in a scratch copy outside the project (the stack folder is never written to):
+1. `terraform init -backend=false`: installs the pinned providers (from wherever the user's Terraform gets
+   them: the registry, or a mirror named in `TF_CLI_CONFIG_FILE`), reads the configuration and its one backend;
+2. `terraform validate`: every argument, block, type, reference, `for_each`/`each.value` path and
+   `depends_on` against the providers' schemas, and `required_version`;
+3. `terraform plan -refresh=false -lock=false` with the backend (or `cloud`) block removed, since no state
+   can be reached: evaluates every expression, output and provider configuration. With real providers the
+   plan also needs what they need at plan time: the cluster's API (`kubernetes_manifest` types its manifest
+   from it) and the chart repositories (`helm_release` loads the chart); `--no-plan` stops after validate.
+
+One provider plugin cache serves every stack (`TF_PLUGIN_CACHE_DIR`, a scratch folder unless the user has
+one), so providers are installed once per run. Inits run one at a time (Terraform does not promise a cache
+safe for concurrent installs); validate and plan of different stacks run in parallel.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# The variable the CDKTF CLI reads to run another binary, e.g. `tofu`.
+BINARY_ENV = "TERRAFORM_BINARY_NAME"
+STACK_FILE = "cdk.tf.json"
+STEP_TIMEOUT_SECONDS = 900
+OUTPUT_TAIL_LINES = 40
+_PROVIDERS_NOT_INSTALLED = re.compile(r"Failed to (query available provider packages|install provider)")
+# Settings of the user's shell that would make a scratch copy share state with their real work.
+_DROPPED_ENV = ("TF_DATA_DIR", "TF_WORKSPACE")
+
+
+class TerraformMissingError(Exception):
+    """No Terraform binary to run: the command says so instead of failing on every stack."""
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    ok: bool
+    seconds: float
+    output: str
+
+
+@dataclass(frozen=True)
+class StackCheck:
+    stack: str
+    steps: tuple[Step, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(step.ok for step in self.steps)
+
+    def step(self, name: str) -> Step | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+    @property
+    def plan_summary(self) -> str:
+        plan = self.step("plan")
+        if plan is None or not plan.ok:
+            return ""
+        found = re.search(r"^(Plan: .*|No changes\..*)$", plan.output, re.MULTILINE)
+        return found.group(1).strip() if found else ""
+
+
+def find_terraform(environ: Mapping[str, str] = os.environ) -> str:
+    name = environ.get(BINARY_ENV) or "terraform"
+    found = shutil.which(name)
+    if found is None:
+        raise TerraformMissingError(
+            f"no {name!r} found on PATH. Install Terraform (1.10 or later runs every stack) or OpenTofu "
+            f"(then set {BINARY_ENV}=tofu), or point {BINARY_ENV} at the binary."
+        )
+    return found
+
+
+def terraform_version(terraform: str) -> str:
+    result = subprocess.run(
+        [terraform, "version", "-json"], capture_output=True, text=True, check=False, timeout=60
+    )
+    try:
+        version = json.loads(result.stdout)["terraform_version"]
+    except (ValueError, KeyError, TypeError):
+        first = (result.stdout or result.stderr).strip().splitlines()
+        return first[0] if first else "unknown version"
+    return f"{Path(terraform).name} v{version}"
+
+
+def stack_folders(outdir: Path) -> dict[str, Path]:
+    """Every stack of a synthesized output folder: `<outdir>/stacks/<name>/cdk.tf.json`."""
+    stacks = outdir / "stacks"
+    if not stacks.is_dir():
+        return {}
+    return {p.parent.name: p.parent for p in sorted(stacks.glob(f"*/{STACK_FILE}"))}
+
+
+def without_state_backend(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The stack's configuration minus its backend or cloud block: plan then uses a local scratch state."""
+    stripped = copy.deepcopy(dict(config))
+    settings = stripped.get("terraform")
+    if isinstance(settings, dict):
+        settings.pop("backend", None)
+        settings.pop("cloud", None)
+    return stripped
+
+
+def terraform_environment(cache_dir: Path, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    env = {k: v for k, v in environ.items() if k not in _DROPPED_ENV}
+    env.setdefault("TF_PLUGIN_CACHE_DIR", str(cache_dir))
+    # Without a lock file Terraform would install from the origin every time and only then fill the cache;
+    # the scratch lock files are thrown away, so nothing they would record is lost.
+    env["TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE"] = "true"
+    env["TF_IN_AUTOMATION"] = "1"
+    env["TF_INPUT"] = "0"
+    env.setdefault("CHECKPOINT_DISABLE", "1")
+    return env
+
+
+def _tail(text: str) -> str:
+    lines = text.strip().splitlines()
+    if len(lines) > OUTPUT_TAIL_LINES:
+        lines = [f"... ({len(lines) - OUTPUT_TAIL_LINES} lines before)", *lines[-OUTPUT_TAIL_LINES:]]
+    return "\n".join(lines)
+
+
+def _run(name: str, command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Step:
+    start = time.monotonic()
+    try:
+        result = subprocess.run(
+            list(command),
+            cwd=cwd,
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=STEP_TIMEOUT_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        return Step(name, False, time.monotonic() - start, f"timed out after {STEP_TIMEOUT_SECONDS} s")
+    output = (result.stdout + ("\n" if result.stdout and result.stderr else "") + result.stderr).strip()
+    return Step(name, result.returncode == 0, time.monotonic() - start, output)
+
+
+def check_stack(
+    terraform: str,
+    stack: str,
+    source: Path,
+    scratch: Path,
+    env: Mapping[str, str],
+    plan: bool,
+    init_lock: threading.Lock,
+) -> StackCheck:
+    work = scratch / stack
+    # A copy: init writes .terraform and a lock file, plan rewrites the configuration.
+    shutil.copytree(source, work, ignore=shutil.ignore_patterns(".terraform", "*.tfstate", "*.tfstate.*"))
+    steps: list[Step] = []
+    with init_lock:
+        steps.append(_run("init", [terraform, "init", "-backend=false", "-input=false", "-no-color"], work, env))
+    if steps[-1].ok:
+        steps.append(_run("validate", [terraform, "validate", "-no-color"], work, env))
+    if plan and steps[-1].ok:
+        config_file = work / STACK_FILE
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        config_file.write_text(json.dumps(without_state_backend(config), indent=2), encoding="utf-8")
+        command = [terraform, "plan", "-refresh=false", "-lock=false", "-input=false", "-no-color"]
+        steps.append(_run("plan", command, work, env))
+    return StackCheck(stack, tuple(steps))
+
+
+def check_stacks(
+    terraform: str,
+    stacks: Mapping[str, Path],
+    *,
+    plan: bool = True,
+    jobs: int = 4,
+    environ: Mapping[str, str] = os.environ,
+    on_result: Callable[[StackCheck], None] | None = None,
+) -> list[StackCheck]:
+    """Every stack checked in a scratch folder that is removed afterwards; results in the stacks' order."""
+    with tempfile.TemporaryDirectory(prefix="themelio-terraform-check-") as tmp:
+        scratch = Path(tmp)
+        cache = scratch / "plugin-cache"
+        cache.mkdir()
+        env = terraform_environment(cache, environ)
+        init_lock, report_lock = threading.Lock(), threading.Lock()
+        results: dict[str, StackCheck] = {}
+
+        def one(name: str) -> StackCheck:
+            result = check_stack(terraform, name, stacks[name], scratch / "stacks", env, plan, init_lock)
+            if on_result is not None:
+                with report_lock:
+                    on_result(result)
+            return result
+
+        (scratch / "stacks").mkdir()
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for result in pool.map(one, list(stacks)):
+                results[result.stack] = result
+    return [results[name] for name in stacks]
+
+
+def render_result(result: StackCheck, plan: bool) -> str:
+    parts = [f"{s.name} {'ok' if s.ok else 'FAILED'} ({s.seconds:.1f} s)" for s in result.steps]
+    if plan and result.ok:
+        parts[-1] += f": {result.plan_summary}" if result.plan_summary else ""
+    line = f"{result.stack}: {', '.join(parts)}"
+    failed = next((s for s in result.steps if not s.ok), None)
+    if failed is None:
+        return line
+    detail = "\n".join(f"    {text}" for text in _tail(failed.output).splitlines())
+    hint = ""
+    if failed.name == "init" and _PROVIDERS_NOT_INSTALLED.search(failed.output):
+        hint = (
+            "\n  hint: Terraform could not install the providers. Without the registry, point "
+            "TF_CLI_CONFIG_FILE at a terraformrc with a provider mirror (README, Deploying)."
+        )
+    return f"{line}\n  terraform {failed.name} said:\n{detail}{hint}"
+
+
+def render_summary(results: Sequence[StackCheck], plan: bool, seconds: float) -> str:
+    validated = sum(1 for r in results if (s := r.step("validate")) is not None and s.ok)
+    planned = sum(1 for r in results if (s := r.step("plan")) is not None and s.ok)
+    failed = [r.stack for r in results if not r.ok]
+    count = f"{len(results)} stack{'s' if len(results) != 1 else ''}"
+    done = f"{validated} validated" + (f", {planned} planned" if plan else " (plan skipped: --no-plan)")
+    verdict = f"{len(failed)} failed: {', '.join(failed)}" if failed else "all passed"
+    return f"{count}: {done}; {verdict} ({seconds:.1f} s)"
