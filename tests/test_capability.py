@@ -292,7 +292,7 @@ def test_coverage_explains_why_no_pool_meets_a_capability(tmp_path: Path) -> Non
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/gpu-48gb"], nodePools=pools), catalog=catalog)
     assert problems == [
         "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/gpu-48gb: "
-        "pool small: it publishes 22.49 GiB, below 48Gi"
+        "pool small: it publishes 22.49 GiB, below 48Gi (line 16, column 3)"
     ]
 
 
@@ -309,7 +309,7 @@ def test_coverage_of_a_mig_capability_needs_a_layout_with_qualifying_profiles(tm
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/mig-big"], nodePools=[small]), catalog=data)
     assert problems == [
         "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/mig-big: "
-        "pool sliced has no MIG devices that can meet it (1g.5gb)"
+        "pool sliced has no MIG devices that can meet it (1g.5gb) (line 18, column 3)"
     ]
     balanced = {**small, "mig": {"config": "all-balanced"}}
     plan = fleet_of(
@@ -325,7 +325,7 @@ def test_device_plugin_pools_do_not_serve_a_capability_name(tmp_path: Path) -> N
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/cap"], nodePools=[legacy]), catalog=data)
     assert problems == [
         "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/cap: "
-        "pool legacy uses the device plugin, which advertises nvidia.com/gpu, not nvidia.com/cap"
+        "pool legacy uses the device plugin, which advertises nvidia.com/gpu, not nvidia.com/cap (line 17, column 3)"
     ]
 
 
@@ -372,10 +372,10 @@ def test_an_overlap_must_be_declared_on_the_capability_offering(tmp_path: Path) 
     catalog, problems = load(tmp_path, data)
     assert catalog is None
     assert problems == [
-        'catalog.yaml: line 10: offerings["nvidia.com/gpu-48gb"].capability: nvidia.com/gpu-48gb overlaps '
+        'catalog.yaml: offerings["nvidia.com/gpu-48gb"].capability: nvidia.com/gpu-48gb overlaps '
         "nvidia.com/a100-80gb: both can take whole a100-80gb. Requests for one would use devices the other "
         "counts on; set overlaps: allowed on nvidia.com/gpu-48gb if that is intended (README: Overlapping "
-        "offerings and quotas), or narrow the capability"
+        "offerings and quotas), or narrow the capability (line 10, column 5)"
     ]
 
 
@@ -466,7 +466,8 @@ CAP = 'offerings["nvidia.com/cap"].capability'
         ),
         (
             {"capability": {"minMem": "48Gi"}},
-            f"line 4: {CAP}.minMem: unknown key (check the spelling; see the JSON schema for the keys allowed here)",
+            f"line 4: {CAP}.minMem: unknown key; did you mean minMemory? (keys allowed here: minMemory, architectures, "
+            "minComputeCapability, minDriverVersion, products, type)",
         ),
         (
             {"capability": {"minMemory": "8Gi", "type": "vgpu"}},
@@ -502,7 +503,10 @@ def test_malformed_capabilities_are_refused_with_file_line_key_and_what_is_allow
     problems = Problems()
     catalog = load_catalog(write_catalog(tmp_path, {}, text), problems, "catalog.yaml")
     assert catalog is None
-    assert [str(p) for p in problems] == [f"catalog.yaml: {expected}"], text
+    # Each problem ends with its key's position: `(line L, column C)`.
+    line, message = expected.split(": ", 1)
+    assert len(problems) == 1, text
+    assert str(problems.items[0]).startswith(f"catalog.yaml: {message} ({line}, column "), text
 
 
 def test_a_capability_for_hardware_not_in_the_table_is_kept_and_judged_on_pools(tmp_path: Path) -> None:
@@ -519,7 +523,7 @@ def test_a_capability_for_hardware_not_in_the_table_is_kept_and_judged_on_pools(
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/huge"], nodePools=pools), catalog=data)
     assert problems == [
         "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/huge: "
-        "pool b200: it publishes 179.1 GiB, below 1Ti"
+        "pool b200: it publishes 179.1 GiB, below 1Ti (line 16, column 3)"
     ]
 
 
@@ -527,5 +531,5 @@ def test_overlaps_is_only_for_capability_offerings(tmp_path: Path) -> None:
     _, problems = load(tmp_path, {"offerings": {"nvidia.com/a100-80gb": {**A100_80, "overlaps": "allowed"}}})
     assert problems == [
         'catalog.yaml: offerings["nvidia.com/a100-80gb"].overlaps: only a capability offering declares overlaps '
-        "(a product offering takes one product)"
+        "(a product offering takes one product) (line 8, column 5)"
     ]

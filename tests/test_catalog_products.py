@@ -110,7 +110,8 @@ def test_pools_resolve_against_the_merged_table(tmp_path: Path) -> None:
     problems = problems_of(tmp_path, cluster(offerings=offerings[1:], nodePools=pools), catalog=catalog)
     assert problems == [
         "stacks/00-test.yaml: nodePools[0].product: unknown product 'rtx-pro-7000'; known: a10g, l4, l40s, a30, "
-        "a100-40gb, a100-80gb, h100-80gb, h100-nvl, h200-141gb, b200, rtx-pro-6000 (or declare it under products:)"
+        "a100-40gb, a100-80gb, h100-80gb, h100-nvl, h200-141gb, b200, rtx-pro-6000 (or declare it under products:) "
+        "(line 12, column 3)"
     ]
 
 
@@ -249,7 +250,8 @@ RTX = "catalog.yaml: line {}: products.rtx-pro-6000"
         (
             bad(memoryGB=96),
             RTX.format(27)
-            + ".memoryGB: unknown key (check the spelling; see the JSON schema for the keys allowed here)",
+            + ".memoryGB: unknown key; did you mean memoryGiB? (keys allowed here: displayName, productNames, "
+            "memoryGiB, architecture, computeCapability, pciDeviceIds, migProfiles, migLayouts)",
         ),
         (
             bad(migProfiles={"2g.48gb": "two"}, migLayouts={}),
@@ -263,7 +265,9 @@ def test_malformed_products_are_refused_with_file_line_key_and_what_is_allowed(
 ) -> None:
     catalog, problems = load_text(tmp_path, catalog_text(product))
     assert catalog is None
-    assert expected in problems, problems
+    # `file: line L: key: message` is found as `file: key: message (line L, column C)`.
+    file, line, message = expected.split(": ", 2)
+    assert any(p.startswith(f"{file}: {message} ({line}, column ") for p in problems), problems
 
 
 def test_a_product_without_architecture_meets_no_capability_that_tests_it(tmp_path: Path) -> None:
@@ -281,14 +285,15 @@ def test_a_product_without_architecture_meets_no_capability_that_tests_it(tmp_pa
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/blackwell"], nodePools=pools), catalog=catalog)
     assert problems == [
         "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/blackwell: pool rtx: architecture "
-        "unknown (products.rtx-pro-6000.architecture) is not Blackwell"
+        "unknown (products.rtx-pro-6000.architecture) is not Blackwell (line 16, column 3)"
     ]
 
 
 def test_every_product_problem_is_reported_in_one_run(tmp_path: Path) -> None:
     product = bad(memoryGiB=-1, computeCapability="twelve", pciDeviceIds=["2BB5"])
     _, problems = load_text(tmp_path, catalog_text(product))
-    assert [p.split(": ")[1] for p in problems if "products.rtx-pro-6000" in p] == ["line 7", "line 9", "line 10"]
+    lines = [p.rsplit(" (line ", 1)[1].split(",")[0] for p in problems if ": products.rtx-pro-6000." in p]
+    assert lines == ["7", "9", "10"]
 
 
 def test_the_table_memory_is_what_the_fixture_devices_publish() -> None:

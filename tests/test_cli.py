@@ -65,7 +65,7 @@ def test_environment_variables_choose_the_inputs(tmp_path: Path) -> None:
     env = {"THEMELIO_CATALOG": str(catalog), "THEMELIO_STACKS_DIR": str(stacks), "PATH": "/usr/bin:/bin"}
     result = run("-m", "themelio_gpu", "validate", env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "OK: 7 offerings, 1 clusters"
+    assert result.stdout.strip() == "OK: 6 offerings, 1 clusters"
 
 
 def test_catalog_validate_show_export_and_quota(tmp_path: Path) -> None:

@@ -97,7 +97,6 @@ def test_gpu_label_allow_list_includes_aliases_resolving_to_their_offering(examp
         "nvidia.com/a100-mig-1g.5gb",
         "nvidia.com/a100-mig-3g.20gb",
         "nvidia.com/gpu",
-        "nvidia.com/gpu-48gb",
         "nvidia.com/mig-1g.5gb",
         "nvidia.com/mig-3g.20gb",
     }
