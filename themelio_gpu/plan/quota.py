@@ -354,17 +354,17 @@ def grant_notes(quota: ClusterQuotaPlan, plan: ClusterPlan, grants: Mapping[str,
     for name, count in grants.items():
         own[quota.grants[name].offering] = own.get(quota.grants[name].offering, 0) + count
     for offering, devices in sorted(quota.offering_devices.items()):
-        # Another offering's grant that can be taken as this offering's devices; a narrower offering inside
-        # this one (a product inside "any GPU") is not news from this side.
+        # Other offerings' grants that can be taken as this offering's devices. Only news when one of them
+        # is not narrower than this one (a product inside "any GPU" is not news from that side); then every
+        # such grant counts, so the total is what the namespace can hold (`reach`).
         others = sorted(
             (name, count)
             for name, count in grants.items()
             if count
             and quota.grants[name].offering != offering
-            and not quota.offering_devices[quota.grants[name].offering] < devices
             and any(p.devices & devices for p in quota.grants[name].paths)
         )
-        if others:
+        if any(not quota.offering_devices[quota.grants[name].offering] < devices for name, _ in others):
             total = own.get(offering, 0) + sum(c for _, c in others)
             listed = ", ".join(f"{n}={c}" for n, c in others)
             notes.append(
