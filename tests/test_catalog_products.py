@@ -310,3 +310,40 @@ def test_the_table_memory_is_what_the_fixture_devices_publish() -> None:
                 assert memory.value == int(product.memory_gib * 2**30), (path.name, device.name)
                 checked.add(product.key)
     assert checked == {"a10g", "a100-40gb", "a100-80gb", "h100-80gb", "l40s", "b200"}
+
+
+def test_product_text_that_looks_like_a_terraform_template_stays_literal(tmp_path: Path) -> None:
+    """Products declared in the catalog are catalog text like any other: literal() in every stack."""
+    from themelio_gpu.outputs.synth import synthesize
+    from themelio_gpu.plan.fleet import load_fleet
+
+    catalog = yaml.safe_load(FLEET_CATALOG.read_text(encoding="utf-8"))
+    product = catalog["products"]["rtx-pro-6000"]
+    product["productNames"] = ["NVIDIA RTX ${model} %{ if x }Pro%{ endif }"]
+    product["displayName"] = "RTX ${price}"
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    definition = yaml.safe_load((FLEET_CATALOG.parents[1] / "stacks" / "capability-lab.yaml").read_text())
+    definition["catalogConfigMap"] = {}
+    (stacks / "capability-lab.yaml").write_text(yaml.safe_dump(definition), encoding="utf-8")
+    (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(catalog), encoding="utf-8")
+    synthesize(load_fleet(tmp_path / "catalog.yaml", stacks), tmp_path / "out", progress=None)
+    text = (tmp_path / "out" / "stacks" / "capability-lab" / "cdk.tf.json").read_text()
+    stack = json.loads(text)
+    classes = stack["resource"]["kubernetes_manifest"]["device_class"]["for_each"]
+    selector = classes["rtx-pro-6000.gpu.themelio.io"]["spec"]["selectors"][0]["cel"]["expression"]
+    assert "'NVIDIA RTX $${model} %%{ if x }Pro%%{ endif }'" in selector
+    for unescaped in ("${model}", "%{ if x }", "${price}"):
+        assert text.count(unescaped) == text.count(unescaped[0] + unescaped), unescaped
+
+
+@pytest.mark.parametrize("key", ["displayName", "productNames"])
+def test_a_credential_in_a_catalog_product_is_refused_and_never_repeated(tmp_path: Path, key: str) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    product = copy.deepcopy(RTX_PRO)
+    product[key] = token if key == "displayName" else [token]
+    catalog, problems = load_text(tmp_path, catalog_text(product))
+    assert catalog is None
+    where = f"catalog.yaml: products.rtx-pro-6000.{key}" + ("" if key == "displayName" else "[0]")
+    assert any(p.startswith(f"{where}: looks like a GitHub token") for p in problems), problems
+    assert not any(token in p for p in problems)
