@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: setup synth synth-python validate test lint snapshots bench schemas lock render-gpucluster verify verify-fixtures terraform-check
+.PHONY: setup synth synth-python validate test lint snapshots bench schemas lock render-gpucluster verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -74,6 +74,14 @@ verify-fixtures: .venv/.synced
 # ARGS, e.g. `make terraform-check ARGS="--outdir cdktf.out"` or `ARGS="--cluster gpu-east --no-plan"`.
 terraform-check: .venv/.synced
 	$(VENV)/python -m themelio_gpu terraform-check $(ARGS)
+
+# The same on every fixture fleet of the tests (every backend, access kind, pool kind, chart and mode).
+terraform-check-fixtures: .venv/.synced
+	@for fleet in tests/fixtures/fleets/*/; do \
+	  echo "== $$fleet"; \
+	  $(VENV)/python -m themelio_gpu terraform-check --catalog $${fleet}catalog/gpu-catalog.yaml \
+	    --stacks-dir $${fleet}stacks $(ARGS) || exit 1; \
+	done
 
 schemas: .venv/.synced
 	$(VENV)/python -m themelio_gpu schema
