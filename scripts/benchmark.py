@@ -107,7 +107,9 @@ SHORT_NAMES: Mapping[str, str] = {
     "a100-40gb": "a100",
     "a100-80gb": "a100-80gb",
     "h100-80gb": "h100",
+    "h100-nvl": "h100-nvl",
     "h200-141gb": "h200",
+    "b200": "b200",
 }
 MIG_OFFERING_PRODUCTS = ("a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb")
 # The MIG pools of every cluster; A100-80GB slices are in the catalog but served by no benchmark cluster.
@@ -143,7 +145,7 @@ def pool_mig_profiles(product: str) -> tuple[str, ...]:
 
 
 def synthetic_catalog() -> dict[str, Any]:
-    """A catalog in the example's shape with every offering derived from the product table (37 entries)."""
+    """A catalog in the example's shape with every offering derived from the product table (39 entries)."""
     from themelio_gpu.inputs.catalog.products import PRODUCTS
 
     offerings: dict[str, Any] = {}
@@ -156,8 +158,8 @@ def synthetic_catalog() -> dict[str, Any]:
             "quota": {"waldurComponent": _component(SHORT_NAMES[key])},
             "kubeflow": {"uiName": product.display_name},
         }
-        if product.memory_gib >= 80:
-            entry["constraints"] = {"minMemory": f"{product.memory_gib - 1}Gi", "minDriverVersion": "570.0.0"}
+        if product.memory_gib >= 79:  # what GPUs of 80 GB and more publish
+            entry["constraints"] = {"minMemory": f"{int(product.memory_gib)}Gi", "minDriverVersion": "570.0.0"}
         offerings[whole_offering_name(key)] = entry
     for key in MIG_OFFERING_PRODUCTS:
         product = PRODUCTS[key]

@@ -26,7 +26,7 @@ from typing import Any
 
 from themelio_gpu.dryrun.cel_kubernetes import compile_selector
 from themelio_gpu.dryrun.resourceslices import Device, parse_resourceslices
-from themelio_gpu.inputs.catalog.products import PRODUCTS, GpuProduct
+from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.plan.fleet import ClusterPlan
 
 INFINITE = float("inf")
@@ -134,6 +134,8 @@ def _device(
     typed = {k: ({"int": v} if isinstance(v, int) else {"string": v}) for k, v in attributes.items()}
     if driver == GPU_DRIVER:
         typed["driverVersion"] = {"version": "590.48.1"}
+        if "cudaComputeCapability" in attributes:  # a version attribute, as the driver publishes it (9.0.0)
+            typed["cudaComputeCapability"] = {"version": f"{attributes['cudaComputeCapability']}.0"}
     doc = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -186,18 +188,26 @@ class ClusterModel:
         ]
         if every_kind and plan.dra_values is not None:
             # A DRA node of every product in every MIG layout: a quota must not depend on what the pools
-            # publish today, since a class selects whatever appears.
-            pools += [(f"any-{p.key}", p, [None, *p.mig_profiles], True) for p in PRODUCTS.values()]
+            # publish today, since a class selects whatever appears. Every product the cluster's catalog
+            # knows: the built-in table and the catalog's own products.
+            pools += [(f"any-{p.key}", p, [None, *p.mig_profiles], True) for p in plan.products.values()]
         for pool_name, product, profiles, on_dra in pools:
-            base = {"productName": product.product_names[0], "brand": "Nvidia"}
-            memory = {"memory": f"{product.memory_gib}Gi"}
-            kinds: list[tuple[str, dict[str, Any]]] = []
+            base: dict[str, Any] = {"productName": product.product_names[0], "brand": "Nvidia"}
+            # What the driver publishes of the product: capability offerings select on these.
+            if product.architecture:
+                base["architecture"] = product.architecture
+            if product.compute_capability:
+                base["cudaComputeCapability"] = product.compute_capability
+            kinds: list[tuple[str, dict[str, Any], dict[str, str]]] = []
             for profile in profiles:
                 if profile is None:
-                    kinds.append(("gpu", {**base, "type": "gpu"}))
+                    kinds.append(("gpu", {**base, "type": "gpu"}, {"memory": f"{product.memory_gib}Gi"}))
                 else:
-                    kinds.append((f"mig {profile}", {**base, "type": "mig", "profile": profile}))
-            for kind, attributes in kinds:
+                    # A MIG device publishes at most its profile's size (1g.24gb: 24 GiB), usually less.
+                    most = profile.split("g.", 1)[1].split("gb", 1)[0]
+                    attributes = {**base, "type": "mig", "profile": profile}
+                    kinds.append((f"mig {profile}", attributes, {"memory": f"{most}Gi"}))
+            for kind, attributes, memory in kinds:
                 index += 1
                 unit = Unit(pool_name, kind)
                 device = _device(pool_name, index, attributes, memory, GPU_DRIVER)

@@ -58,13 +58,64 @@ offering_fields = st.fixed_dictionaries(
             ),
             json_like,
         ),
+        "capability": st.one_of(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "minMemory": st.one_of(st.sampled_from(["48Gi", "1Ti", "-1Gi", "40GB"]), json_like),
+                    "architectures": st.one_of(
+                        st.lists(st.sampled_from(["Hopper", "Ampere", "hopper"])), json_like
+                    ),
+                    "minComputeCapability": st.one_of(st.sampled_from(["8.0", 9.0, "x"]), json_like),
+                    "minDriverVersion": st.one_of(st.sampled_from(["570", "580.95.5", "r5"]), json_like),
+                    "products": st.one_of(st.lists(st.sampled_from([*PRODUCTS, "nope"]), max_size=3), json_like),
+                    "type": st.one_of(st.sampled_from(["gpu", "mig", "vgpu"]), json_like),
+                },
+            ),
+            json_like,
+        ),
+        "overlaps": st.one_of(st.just("allowed"), json_like),
         "typo": json_like,
+    },
+)
+profile_names = st.one_of(
+    st.sampled_from(["1g.10gb", "1g.10gb.me", "7g.80gb", "3g.40gb", "2g.20gb+me", "9g.1gb"]), st.text(max_size=10)
+)
+product_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "displayName": st.one_of(st.text(max_size=10), json_like),
+        "productNames": st.one_of(
+            st.lists(st.sampled_from(["NVIDIA X", "NVIDIA A10G", ""]), max_size=2), json_like
+        ),
+        "memoryGiB": st.one_of(st.floats(min_value=-1, max_value=300, allow_nan=False), json_like),
+        "architecture": st.one_of(st.sampled_from(["Hopper", "Rubin", ""]), json_like),
+        "computeCapability": st.one_of(st.sampled_from(["9.0", 12.0, "x"]), json_like),
+        "pciDeviceIds": st.one_of(
+            st.lists(st.sampled_from(["0x233010DE", "0x12345678", "x"]), max_size=2), json_like
+        ),
+        "migProfiles": st.one_of(st.dictionaries(profile_names, st.integers(-1, 9), max_size=4), json_like),
+        "migLayouts": st.one_of(
+            st.dictionaries(
+                st.sampled_from(["all-balanced", "all-1g.10gb", "mine"]),
+                st.dictionaries(profile_names, st.integers(-1, 9), max_size=3),
+                max_size=2,
+            ),
+            json_like,
+        ),
     },
 )
 catalogs = st.one_of(
     json_like,
     st.fixed_dictionaries(
-        {"offerings": st.dictionaries(names, st.one_of(offering_fields, json_like), max_size=5)}
+        {"offerings": st.dictionaries(names, st.one_of(offering_fields, json_like), max_size=5)},
+        optional={
+            "products": st.dictionaries(
+                st.one_of(st.sampled_from(["b300", "h100-80gb", "Bad Key"]), st.text(max_size=8)),
+                st.one_of(product_fields, json_like),
+                max_size=3,
+            )
+        },
     ),
 )
 

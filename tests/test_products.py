@@ -7,8 +7,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import FIXTURES
 from tests.requirements import shared_path
+from themelio_gpu.inputs.catalog.catalog import load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS, GpuProduct, default_mig_config_names, named_mig_layout
+from themelio_gpu.inputs.problems import Problems
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,15 @@ def _entry_for(configs: dict[str, Any], name: str, product: GpuProduct) -> dict[
     return None
 
 
-MIG_PRODUCTS = [p for p in PRODUCTS.values() if p.supports_mig]
+def _catalog_products() -> list[GpuProduct]:
+    """Products the fixture fleet declares in YAML (the README's example of adding one): held to the same facts."""
+    problems = Problems()
+    catalog = load_catalog(FIXTURES / "fleets" / "capability" / "catalog" / "gpu-catalog.yaml", problems)
+    assert catalog is not None, list(problems)
+    return [p for key, p in catalog.products.items() if key not in PRODUCTS]
+
+
+MIG_PRODUCTS = [p for p in [*PRODUCTS.values(), *_catalog_products()] if p.supports_mig]
 
 
 @pytest.mark.parametrize("product", MIG_PRODUCTS, ids=lambda p: p.key)

@@ -2,7 +2,8 @@
 
 For the fixture fleets under tests/fixtures/quota/ (migration aliases, the chart-served nvidia.com/gpu, a
 catalog class replacing it, an alias served by the chart, MIG, several products, device-plugin pools,
-ComputeDomains, the 25.x chart), and grants drawn by hypothesis: no way of asking for a device yields more
+ComputeDomains, the 25.x chart, capability offerings overlapping product offerings and a product declared
+in the catalog), and grants drawn by hypothesis: no way of asking for a device yields more
 devices of an offering than granted, and the grant itself is usable.
 """
 
@@ -25,9 +26,10 @@ from tests.quota_model import CHART_CLASSES, ClusterModel, Route, admits, most_d
 from tests.requirements import binary, shared_path
 from themelio_gpu.inputs.problems import InputError
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
-from themelio_gpu.plan.quota import plan_quota, resolve_grants
+from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
 
 QUOTA_FLEETS = FIXTURES / "quota"
+QUOTA_FLEET_NAMES = ("chart-gpu", "catalog-gpu", "chart-alias", "capability")
 
 
 @cache
@@ -36,7 +38,7 @@ def fleet(name: str) -> Fleet:
 
 
 def all_clusters() -> list[ClusterPlan]:
-    return [plan for name in ("chart-gpu", "catalog-gpu", "chart-alias") for plan in fleet(name).clusters]
+    return [plan for name in QUOTA_FLEET_NAMES for plan in fleet(name).clusters]
 
 
 @cache
@@ -47,9 +49,7 @@ def model_of(fleet_name: str, cluster: str) -> tuple[ClusterModel, list[Route]]:
     return model, model.routes()
 
 
-CLUSTERS = [
-    (name, plan.name) for name in ("chart-gpu", "catalog-gpu", "chart-alias") for plan in fleet(name).clusters
-]
+CLUSTERS = [(name, plan.name) for name in QUOTA_FLEET_NAMES for plan in fleet(name).clusters]
 
 
 def servable_names(plan: ClusterPlan) -> list[str]:
@@ -416,3 +416,59 @@ def test_random_clusters_hold_too(
     grants, _ = resolve_grants(quota, plan, requested)
     model = ClusterModel.of(plan)
     judge_plan(plan, model, model.routes(), quota.hard(grants), grants)
+
+
+def test_overlapping_offerings_each_keep_their_own_counter() -> None:
+    """`overlaps: allowed`: a device can be taken through two grants, and the grants add up on it.
+
+    README "Overlapping offerings and quotas": each offering's grant sits on its own name and no key counts
+    both, so a namespace granted 4 A100 80GB and 4 of "any GPU with 48 GiB" can hold 8 A100 80GB.
+    """
+    plan = fleet("capability").cluster("overlap")
+    assert plan is not None
+    quota = plan_quota(plan)
+    model, routes = model_of("capability", "overlap")
+    units = model.offering_units()
+    a100, big, evaluation = (
+        units["nvidia.com/a100-80gb"],
+        units["nvidia.com/gpu-48gb"],
+        units["nvidia.com/gpu-eval"],
+    )
+    # The model's own CEL evaluation: the capability class selects the A100 80GB and the catalog's product.
+    assert a100 < big and any(u.pool == "any-rtx-pro-6000" for u in big)
+    alone = quota.hard({"nvidia.com/a100-80gb": 4})
+    assert most_devices(routes, a100, alone) == 4  # without a capability grant the product grant is exact
+    assert most_devices(routes, big, alone) == 4
+    both = {"nvidia.com/a100-80gb": 4, "nvidia.com/gpu-48gb": 4}
+    hard = quota.hard(both)
+    assert hard["requests.nvidia.com/a100-80gb"] == "4" and hard["requests.nvidia.com/gpu-48gb"] == "4"
+    assert most_devices(routes, a100, hard) == 8
+    assert most_devices(routes, big, hard) == 8
+    assert most_devices(routes, evaluation, hard) == 8  # Ampere A100s and Blackwell RTX PRO 6000s
+    reach = quota.reach(both)
+    assert (reach["nvidia.com/a100-80gb"], reach["nvidia.com/gpu-48gb"], reach["nvidia.com/gpu-eval"]) == (8, 8, 8)
+    assert grant_notes(quota, plan, both) == [
+        "nvidia.com/a100-80gb: this namespace can hold up to 8 of its devices (4 granted, plus "
+        "nvidia.com/gpu-48gb=4, which can be taken as them too)",
+        "nvidia.com/gpu-eval: this namespace can hold up to 8 of its devices (0 granted, plus "
+        "nvidia.com/a100-80gb=4, nvidia.com/gpu-48gb=4, which can be taken as them too)",
+        "nvidia.com/rtx-pro-6000: this namespace can hold up to 4 of its devices (0 granted, plus "
+        "nvidia.com/gpu-48gb=4, which can be taken as them too)",
+    ]
+    judge("capability", "overlap", hard, both)
+
+
+def test_a_mig_capability_is_closed_like_any_mig_device() -> None:
+    """A MIG capability selects MIG devices of several products; without its grant none is reachable by it."""
+    plan = fleet("capability").cluster("overlap")
+    assert plan is not None
+    quota = plan_quota(plan)
+    model, routes = model_of("capability", "overlap")
+    units = model.offering_units()
+    mig = units["nvidia.com/mig-40gb"]
+    kinds = {u.kind for u in mig}
+    assert {"mig 2g.48gb", "mig 4g.96gb", "mig 3g.40gb"} <= kinds and "mig 1g.24gb" not in kinds
+    assert units["nvidia.com/rtx-pro-6000-mig-2g.48gb"] < mig
+    grants = {"nvidia.com/rtx-pro-6000-mig-2g.48gb": 3}
+    assert most_devices(routes, mig, quota.hard(grants)) == 3
+    assert most_devices(routes, mig, quota.hard({**grants, "nvidia.com/mig-40gb": 2})) == 5

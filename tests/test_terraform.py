@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FIXTURES, ROOT
+from tests.conftest import EXAMPLE_CLUSTERS, FIXTURES, ROOT
 from tests.requirements import binary, shared_path, unavailable
 from themelio_gpu.cli import main
 from themelio_gpu.inputs.clusters import definition as d
@@ -31,8 +31,9 @@ from themelio_gpu.plan.fleet import Fleet, load_fleet
 from themelio_gpu.verify import terraform as tf
 
 FLEET = FIXTURES / "fleets" / "terraform"
+# Catalog-declared products and capability offerings must plan too.
+CAPABILITY_FLEET = FIXTURES / "fleets" / "capability"
 MIRROR_ENV = "THEMELIO_TF_CLI_CONFIG_FILE"
-EXAMPLE_STACKS = ("gpu-east", "gpu-lab", "gpu-west")
 
 
 @pytest.fixture(scope="session")
@@ -115,11 +116,22 @@ def _terraform_leftovers(root: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def fixture_synthesized(fixture_fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def capability_fleet() -> Fleet:
+    return load_fleet(CAPABILITY_FLEET / "catalog" / "gpu-catalog.yaml", CAPABILITY_FLEET / "stacks")
+
+
+@pytest.fixture(scope="session")
+def fixture_synthesized(
+    fixture_fleet: Fleet, capability_fleet: Fleet, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     from themelio_gpu.outputs.synth import synthesize
 
     out = tmp_path_factory.mktemp("fixture-cdktf.out")
     synthesize(fixture_fleet, out, progress=None)
+    capability_out = tmp_path_factory.mktemp("capability-cdktf.out")
+    synthesize(capability_fleet, capability_out, progress=None)
+    for name, folder in tf.stack_folders(capability_out).items():
+        shutil.copytree(folder, out / "stacks" / name)
     return out
 
 
@@ -130,7 +142,7 @@ def both_fleets(
     terraform_cli_config: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[Run, dict[str, bytes]]:
-    """One terraform-check over the example stacks and the fixture fleet's, as synthesized, in parallel."""
+    """One terraform-check over the example stacks and the fixture fleets' (terraform, capability), in parallel."""
     combined = tmp_path_factory.mktemp("both-fleets")
     for source in (synthesized, fixture_synthesized):
         for name, folder in tf.stack_folders(source).items():
@@ -164,20 +176,21 @@ def test_fixture_fleet_uses_every_backend_access_and_pool_kind_the_schema_allows
 
 def test_example_stacks_init_validate_and_plan(both_fleets: tuple[Run, dict[str, bytes]]) -> None:
     run, _ = both_fleets
-    for stack in EXAMPLE_STACKS:
+    for stack in EXAMPLE_CLUSTERS:
         line = run.line(stack)
         assert "init ok" in line and "validate ok" in line and "plan ok" in line and "to add" in line, run.out
 
 
 def test_fixture_stacks_init_validate_and_plan(
-    both_fleets: tuple[Run, dict[str, bytes]], fixture_fleet: Fleet
+    both_fleets: tuple[Run, dict[str, bytes]], fixture_fleet: Fleet, capability_fleet: Fleet
 ) -> None:
     run, _ = both_fleets
     assert run.code == 0, run.out + run.err
-    for plan in fixture_fleet.clusters:
+    fixtures = [*fixture_fleet.clusters, *capability_fleet.clusters]
+    for plan in fixtures:
         line = run.line(plan.name)
         assert "init ok" in line and "validate ok" in line and "plan ok" in line and "to add" in line, run.out
-    count = len(fixture_fleet.clusters) + len(EXAMPLE_STACKS)
+    count = len(fixtures) + len(EXAMPLE_CLUSTERS)
     assert f"{count} stacks: {count} validated, {count} planned; all passed" in run.out
 
 
@@ -238,7 +251,7 @@ def test_a_stack_terraform_rejects_fails_the_check_with_terraform_s_message(
     synthesized: Path, terraform_cli_config: Path, tmp_path: Path
 ) -> None:
     outdir = tmp_path / "cdktf.out"
-    _stack_with_two_backends(synthesized / "stacks" / "gpu-lab", outdir / "stacks" / "broken")
+    _stack_with_two_backends(synthesized / "stacks" / EXAMPLE_CLUSTERS[0], outdir / "stacks" / "broken")
     run = run_check(["--outdir", str(outdir)], terraform_cli_config, tmp_path / "scratch")
     assert run.code == 1
     assert run.line("broken").startswith("broken: init FAILED")
@@ -272,7 +285,8 @@ def test_unknown_cluster_is_bad_input(synthesized: Path, tmp_path: Path) -> None
     run = run_check(["--outdir", str(synthesized), "--cluster", "gpu-north"], None, tmp_path / "scratch")
     assert run.code == 2
     assert (
-        "command line: --cluster gpu-north: no stack of that name; known: gpu-east, gpu-lab, gpu-west" in run.err
+        f"command line: --cluster gpu-north: no stack of that name; known: {', '.join(sorted(EXAMPLE_CLUSTERS))}"
+        in run.err
     )
 
 

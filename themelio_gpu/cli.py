@@ -1,7 +1,7 @@
 """Command-line entry points. Bad input ends in a list of `file: location: message` lines, never a traceback.
 
-Exit codes: 0 success, 1 a check found a problem (drift, preflight, match, verify, terraform-check), 2 bad
-input or a missing tool (helm or kubernetes-validate for verify, terraform for terraform-check).
+Exit codes: 0 success, 1 a check found a problem (drift, preflight, match, trial, verify,
+terraform-check), 2 bad input or a missing tool (helm or kubernetes-validate for verify, terraform for terraform-check).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from typing import Any
 
 from themelio_gpu import __version__
 from themelio_gpu.inputs import k8s_names
-from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
-from themelio_gpu.inputs.catalog.products import PRODUCTS
+from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.problems import InputError, Problems
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.outputs.contracts import (
@@ -171,8 +170,8 @@ def _catalog_show(args: argparse.Namespace) -> int:
             (
                 o.name,
                 o.device_class + (" (chart)" if o.served_by.value == "dra-driver-chart" else ""),
-                o.product.key if o.product else "any",
-                o.mig_profile or "-",
+                _product_column(o),
+                o.mig_profile or ("any profile" if o.capability and o.is_mig else "-"),
                 o.quota_key,
                 o.lifecycle.value,
                 ", ".join(a.name for a in o.aliases) or "-",
@@ -181,12 +180,29 @@ def _catalog_show(args: argparse.Namespace) -> int:
         )
     print(_table(rows))
     print()
-    products = [("product", "NVML productName", "memory", "architecture", "MIG profiles (max per GPU)")]
-    for p in PRODUCTS.values():
+    products = [
+        ("product", "NVML productName", "published memory", "architecture", "CC", "MIG profiles (max per GPU)")
+    ]
+    for p in fleet.catalog.products.values():
         mig = ", ".join(f"{name} x{count}" for name, count in p.mig_profiles.items()) or "no MIG"
-        products.append((p.key, " | ".join(p.product_names), f"{p.memory_gib} GB", p.architecture, mig))
+        products.append(
+            (
+                p.key,
+                " | ".join(p.product_names),
+                f"{p.memory_gib:.2f} GiB",
+                p.architecture,
+                p.compute_capability,
+                mig,
+            )
+        )
     print(_table(products))
     return EXIT_OK
+
+
+def _product_column(offering: ResolvedOffering) -> str:
+    if offering.capability is not None:
+        return offering.capability.describe()
+    return offering.product.key if offering.product else "any"
 
 
 CONTRACT_FILES: dict[str, Callable[[Catalog], Any]] = {
@@ -305,6 +321,12 @@ def _match(args: argparse.Namespace) -> int:
     from themelio_gpu.dryrun.cluster_match import match_command
 
     return match_command(_load(args), Path(args.slices), args.cluster, args.json)
+
+
+def _trial(args: argparse.Namespace) -> int:
+    from themelio_gpu.dryrun.trial import trial_command
+
+    return trial_command(_load_catalog(args), Path(args.slices), args.offerings, args.json)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -512,6 +534,24 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("--cluster", help="cluster whose classes to use (default: every offering in the catalog)")
     match.add_argument("--json", action="store_true", help="print the report as JSON")
     match.set_defaults(run=_match)
+
+    trial = _command(
+        commands,
+        "trial",
+        "two or more offerings side by side on ResourceSlices: which devices each could be given",
+        "Reads the catalog alone (no cluster definition); exit 1 when the trial finds a problem.",
+    )
+    trial.add_argument(
+        "--catalog", metavar="FILE", help=f"the GPU catalog (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)"
+    )
+    trial.add_argument(
+        "--slices", required=True, metavar="FILE", help="kubectl get resourceslices -o yaml (or -o json) output"
+    )
+    trial.add_argument("--json", action="store_true", help="print the report as JSON")
+    trial.add_argument(
+        "offerings", nargs="+", metavar="OFFERING", help="extended resource names, e.g. nvidia.com/h100"
+    )
+    trial.set_defaults(run=_trial)
 
     check = _command(
         commands,

@@ -48,10 +48,17 @@ def _driver_classes(drivers: Iterable[DriverClass], chart_served: bool) -> list[
 
 
 def classes_for_cluster(plan: ClusterPlan) -> list[ClassUnderTest]:
+    # A capability offering that declares `overlaps: allowed` shares devices with others on purpose.
+    allowed = {o.name for o in plan.offerings if o.overlaps_allowed}
     classes = [
-        # Our stand-in for a chart-served name selects any whole GPU, like the chart's class.
+        # Our stand-in for a chart-served name selects any whole GPU, like the chart's class; so does a
+        # capability offering with `overlaps: allowed`, on purpose.
         ClassUnderTest(
-            c.name, c.extended_resource_name, [c.selector], c.offering, shares_devices=c.name == GENERIC_GPU_CLASS
+            c.name,
+            c.extended_resource_name,
+            [c.selector],
+            c.offering,
+            shares_devices=c.name == GENERIC_GPU_CLASS or c.offering in allowed,
         )
         for c in plan.device_classes
     ]
@@ -59,18 +66,27 @@ def classes_for_cluster(plan: ClusterPlan) -> list[ClassUnderTest]:
     return classes + _driver_classes(plan.driver_classes, chart_served)
 
 
-def classes_for_catalog(catalog: Catalog) -> list[ClassUnderTest]:
+def offering_classes(offering: ResolvedOffering) -> list[ClassUnderTest]:
+    """The catalog's own classes of one offering: its class and its aliases' (none when the chart serves it)."""
     classes = []
-    for offering in catalog:
-        if offering.served_by is ServedBy.catalog:
-            classes.append(
-                ClassUnderTest(offering.device_class, offering.name, [offering.selector], offering.name)
+    if offering.served_by is ServedBy.catalog:
+        classes.append(
+            ClassUnderTest(
+                offering.device_class, offering.name, [offering.selector], offering.name, offering.overlaps_allowed
             )
-        classes.extend(
-            ClassUnderTest(alias.device_class, alias.name, [offering.selector], offering.name)
-            for alias in offering.aliases
-            if alias.served_by is ServedBy.catalog
         )
+    classes.extend(
+        ClassUnderTest(
+            alias.device_class, alias.name, [offering.selector], offering.name, offering.overlaps_allowed
+        )
+        for alias in offering.aliases
+        if alias.served_by is ServedBy.catalog
+    )
+    return classes
+
+
+def classes_for_catalog(catalog: Catalog) -> list[ClassUnderTest]:
+    classes = [item for offering in catalog for item in offering_classes(offering)]
     # The catalog alone: the DRA chart's classes, as the default install has them.
     drivers = driver_device_classes(by_gpu_operator=False, compute_domains=False)
     return classes + _driver_classes(drivers, _chart_served(catalog, with_aliases=True))

@@ -14,8 +14,8 @@ specific ones by design: neither counts.
 
 Warnings only: devices that no offering's class selects, driver classes (offering None) that select nothing
 (`vfio.gpu.nvidia.com`, or `mig.nvidia.com` on a cluster without MIG, are empty by design), and
-devices shared between a specific offering and a generic legacy one (`shares_devices`, such as
-`nvidia.com/gpu` served by the chart during a migration).
+devices shared with an offering that shares by design (`shares_devices`: `nvidia.com/gpu` served by the
+chart during a migration, or a capability offering that declares `overlaps: allowed`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ class ClassUnderTest:
     selectors: Sequence[str]
     offering: str | None
     shares_devices: bool = False
-    """A generic legacy offering (any whole GPU) whose devices other offerings also select."""
+    """An offering whose devices other offerings also select by design: the generic legacy one (any whole
+    GPU) or a capability offering with `overlaps: allowed`."""
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,20 @@ from themelio_gpu.dryrun.cluster_match import match_cluster
 from themelio_gpu.dryrun.match import MatchReport
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, parse_resourceslices
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.inputs.catalog.selectors import DRIVER as GPU_DRIVER
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, POOL, PoolContract
 from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
-from themelio_gpu.plan.quota import MIG_DEVICES, WHOLE_GPUS, ClusterQuotaPlan, QuotaPath, devices_key, plan_quota
+from themelio_gpu.plan.quota import (
+    ClusterQuotaPlan,
+    QuotaPath,
+    devices_key,
+    mig_devices,
+    plan_quota,
+    whole_gpus,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -802,13 +810,17 @@ def _selects_gpus(cls: LiveClass) -> bool:
     return True
 
 
-def quota_paths(quota: ClusterQuotaPlan, live: Sequence[LiveClass]) -> list[tuple[QuotaPath, str]]:
-    """Every GPU path with the key that closes it: the plan's, and live classes the plan does not know."""
+def quota_paths(
+    quota: ClusterQuotaPlan, live: Sequence[LiveClass], products: Mapping[str, GpuProduct]
+) -> list[tuple[QuotaPath, str]]:
+    """Every GPU path with the key that closes it: the plan's, and live classes the plan does not know (taken
+    to reach any device of the cluster's `products`: their selectors are not the plan's to read)."""
+    anything = whole_gpus(products) | mig_devices(products)
     paths = [(p, quota.key_for(p)) for p in quota.paths]
     known = {p.name for p in quota.paths if not p.device_plugin} | {p.name for p in quota.not_gpu}
     for cls in live:
         if cls.name not in known and _selects_gpus(cls):
-            path = QuotaPath(cls.name, False, cls.extended_resource_name, WHOLE_GPUS | MIG_DEVICES, "live")
+            path = QuotaPath(cls.name, False, cls.extended_resource_name, anything, "live")
             paths.append((path, devices_key(cls.name)))  # its own counter closes it alone
     return paths
 
@@ -816,7 +828,7 @@ def quota_paths(quota: ClusterQuotaPlan, live: Sequence[LiveClass]) -> list[tupl
 def check_resource_quotas(plan: ClusterPlan, live: Sequence[LiveClass], api: Api, report: Report) -> None:
     """Every namespace whose quotas have a GPU key must limit every way to a GPU (see plan/quota.py)."""
     quota = plan_quota(plan)
-    paths = quota_paths(quota, live)
+    paths = quota_paths(quota, live, plan.products)
     gpu_keys = {k for path, _ in paths for k in path.charged_keys}
     limited: dict[str, set[str]] = defaultdict(set)
     scoped: dict[str, list[str]] = defaultdict(list)

@@ -24,13 +24,24 @@ WALDUR_RESOURCE_QUOTA_NAME = "custom-resource-quota"
 CLOSED_RESOURCE_QUOTA_NAME = "themelio-gpu-closed"
 
 
+def shared_devices(offerings: Iterable[ResolvedOffering]) -> dict[str, list[str]]:
+    """Offering -> the other offerings (of those given) whose classes can take some of the same devices."""
+    items = list(offerings)
+    return {
+        o.name: sorted(x.name for x in items if x.name != o.name and set(o.takes) & set(x.takes)) for o in items
+    }
+
+
 def waldur_quota_mapping(plan: ClusterPlan, quota: ClusterQuotaPlan) -> dict[str, Any]:
     """Per cluster: the key each Waldur component sets, and the keys that are 0 in every namespace.
 
     `k8s_resource` is what waldur-site-agent's component config takes; it turns it into `requests.<name>`.
     A component must set its key in every namespace (0 when the project has no grant): a key missing
-    from a namespace's quotas limits nothing.
+    from a namespace's quotas limits nothing. `sharesDevicesWith` names the offerings whose classes can take
+    some of the same devices (a capability offering with `overlaps: allowed`, the generic `nvidia.com/gpu`):
+    their grants draw on one pool of devices, so they do not add up (README: Overlapping offerings and quotas).
     """
+    sharing = shared_devices(plan.offerings)
     components = []
     for offering in plan.offerings:
         name = quota.grant_names.get(offering.name)
@@ -46,6 +57,8 @@ def waldur_quota_mapping(plan: ClusterPlan, quota: ClusterQuotaPlan) -> dict[str
         }
         if name != offering.name:
             row["grantSitsOn"] = "migration alias (the old name) until serveMigrationAliases: false"
+        if sharing[offering.name]:
+            row["sharesDevicesWith"] = sharing[offering.name]
         components.append(row)
     return {
         "cluster": plan.name,

@@ -16,11 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.clusters.pool_contract import DEPLOY_DEVICE_PLUGIN, OWNED_LABEL_KEYS, PoolContract
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.helm.values import gpu_pool_tolerations
-from themelio_gpu.plan.quota import ClusterQuotaPlan, DeviceKind
+from themelio_gpu.plan.quota import ClusterQuotaPlan
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 CLUSTER_QUEUE = "gpus"

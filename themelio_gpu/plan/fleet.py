@@ -10,13 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from themelio_gpu.inputs import k8s_names
+from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, GENERIC_GPU_CLASS, ServedBy
-from themelio_gpu.inputs.catalog.products import PRODUCTS, mig_profile_resource_spelling, unknown_product_message
+from themelio_gpu.inputs.catalog.products import (
+    PRODUCTS,
+    GpuProduct,
+    mig_profile_resource_spelling,
+    unknown_product_message,
+)
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
@@ -77,6 +84,10 @@ class ClusterPlan:
     driver_classes: tuple[DriverClass, ...]
     """The classes the DRA driver's installer (chart or GPU Operator) creates; empty when no pool uses DRA."""
     pools: tuple[PoolContract, ...]
+    placements: Mapping[str, tuple[str, ...]]
+    """Offering -> the pools whose GPUs publish devices its class selects (a capability: every such pool)."""
+    products: Mapping[str, GpuProduct]
+    """The catalog's merged product table: what a class selecting any GPU (the chart's) can take."""
     releases: tuple[HelmReleaseSpec, ...]
     """In install order: the GPU Operator, then the DRA driver chart when the cluster has one."""
     terraform_version: str
@@ -186,11 +197,11 @@ def plan_cluster(
     by_operator = cluster.dra_by_gpu_operator
     derivable = dra_mode.check_mode(cluster, file, problems)
     offerings = _served_offerings(catalog, cluster, file, problems) if catalog is not None else ()
-    pools = _pool_contracts(cluster, file, problems)
+    pools = _pool_contracts(cluster, catalog.products if catalog is not None else None, file, problems)
     dra = any(p.dra for p in cluster.node_pools)
     if dra:
         _check_version_gates(cluster, file, problems)
-    _check_coverage(cluster, offerings, pools, file, problems)
+    placements = _check_coverage(cluster, offerings, pools, file, problems)
 
     names: list[str] = []
     classes: list[DeviceClassSpec] = []
@@ -266,6 +277,8 @@ def plan_cluster(
         device_classes=tuple(sorted(classes, key=lambda c: c.name)),
         driver_classes=driver_classes,
         pools=pools,
+        placements=placements,
+        products=catalog.products,
         releases=tuple(releases),
         terraform_version=required_terraform_version(cluster),
     )
@@ -354,7 +367,9 @@ def _served_offerings(
     return tuple(served[n] for n in sorted(served))
 
 
-def _pool_contracts(cluster: ClusterDefinition, file: str, problems: Problems) -> tuple[PoolContract, ...]:
+def _pool_contracts(
+    cluster: ClusterDefinition, products: Mapping[str, GpuProduct] | None, file: str, problems: Problems
+) -> tuple[PoolContract, ...]:
     device_plugin = any(not p.dra for p in cluster.node_pools)
     contracts = []
     pool_names: dict[str, int] = {}
@@ -388,9 +403,12 @@ def _pool_contracts(cluster: ClusterDefinition, file: str, problems: Problems) -
             # Values of a node.kubernetes.io/instance-type requirement: label values, as the NodePool CRD checks.
             for message in k8s_names.label_value(instance_type):
                 problems.add(file, f"{where}.provisioning.karpenter.instanceTypes[{i}]", message)
-        product = PRODUCTS.get(pool.product)
+        # Without a catalog (it failed to load) only the built-in products are known; the others may be
+        # the catalog's own, so they are not called unknown.
+        product = (PRODUCTS if products is None else products).get(pool.product)
         if product is None:
-            problems.add(file, f"{where}.product", unknown_product_message(pool.product))
+            if products is not None:
+                problems.add(file, f"{where}.product", unknown_product_message(pool.product, products))
             continue
         found: list[tuple[str, str]] = []
         contract = pool_contract(pool, product, device_plugin, found, mig_manager=not cluster.dra_by_gpu_operator)
@@ -432,10 +450,47 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
         )
 
 
-def _device_plugin_name(offering_mig_profile: str | None) -> str:
-    if offering_mig_profile is None:
+def _device_plugin_name(mig_profile: str | None) -> str:
+    if mig_profile is None:
         return "nvidia.com/gpu"
-    return f"nvidia.com/mig-{mig_profile_resource_spelling(offering_mig_profile)}"
+    return f"nvidia.com/mig-{mig_profile_resource_spelling(mig_profile)}"
+
+
+def _device_plugin_names(offering: ResolvedOffering, pool: PoolContract) -> list[str]:
+    """The names the device plugin would advertise on `pool` for the devices `offering` selects."""
+    if offering.capability is None:
+        return [_device_plugin_name(offering.mig_profile)]
+    if pool.mig_devices is None:
+        return [_device_plugin_name(None)]
+    taken = set(offering.takes)
+    return [_device_plugin_name(p) for p in pool.mig_devices if DeviceKind(pool.product.key, p) in taken]
+
+
+def _pool_misses(offering: ResolvedOffering, pool: PoolContract, advertised: Sequence[str]) -> str | None:
+    """Why `pool` cannot provide `offering` (None: it can), judged on the facts its class selects on."""
+    capability = offering.capability
+    if capability is not None:
+        misses = capability.product_misses(pool.product)
+        if misses:
+            return f"pool {pool.name}: {'; '.join(misses)}"
+    elif offering.product is not None and pool.product.key != offering.product.key:
+        return ""  # another product: not worth a reason
+    if not offering.is_mig and not pool.provides_whole():
+        return f"pool {pool.name} runs its GPUs in MIG mode, which publishes no whole GPU"
+    if offering.is_mig:
+        layout = "MIG off" if pool.mig_devices is None else ", ".join(pool.mig_devices)
+        if offering.mig_profile is not None and not pool.provides_mig(offering.mig_profile):
+            return f"pool {pool.name} has no {offering.mig_profile} devices ({layout})"
+        kinds = set(offering.takes)
+        if capability is not None and not any(
+            DeviceKind(pool.product.key, p) in kinds for p in (pool.mig_devices or {})
+        ):
+            return f"pool {pool.name} has no MIG devices that can meet it ({layout})"
+    plugin_names = _device_plugin_names(offering, pool)
+    if not pool.dra and not set(plugin_names) & set(advertised):
+        shown = ", ".join(plugin_names)
+        return f"pool {pool.name} uses the device plugin, which advertises {shown}, not {offering.name}"
+    return None
 
 
 def _check_coverage(
@@ -444,35 +499,24 @@ def _check_coverage(
     pools: Sequence[PoolContract],
     file: str,
     problems: Problems,
-) -> None:
-    """Every offering the cluster serves needs a pool whose GPUs publish its devices."""
+) -> Mapping[str, tuple[str, ...]]:
+    """Every offering the cluster serves needs a pool whose GPUs publish its devices; returns the placements."""
+    placements: dict[str, tuple[str, ...]] = {}
     for offering in offerings:
         names = offering.advertised_names(cluster.serve_migration_aliases)
-        ok = False
-        reasons = []
-        for pool in pools:
-            if offering.product is not None and pool.product.key != offering.product.key:
-                continue
-            if offering.mig_profile is None and not pool.provides_whole():
-                reasons.append(f"pool {pool.name} runs its GPUs in MIG mode, which publishes no whole GPU")
-                continue
-            if offering.mig_profile is not None and not pool.provides_mig(offering.mig_profile):
-                layout = "MIG off" if pool.mig_devices is None else ", ".join(pool.mig_devices)
-                reasons.append(f"pool {pool.name} has no {offering.mig_profile} devices ({layout})")
-                continue
-            if not pool.dra and _device_plugin_name(offering.mig_profile) not in names:
-                reasons.append(
-                    f"pool {pool.name} uses the device plugin, which advertises "
-                    f"{_device_plugin_name(offering.mig_profile)}, not {offering.name}"
-                )
-                continue
-            ok = True
-            break
-        if not ok:
-            what = offering.product.display_name if offering.product else "whole"
-            detail = "; ".join(reasons) or f"no pool has {what} GPUs"
-            index = cluster.offerings.index(offering.name)
-            problems.add(file, f"offerings[{index}]", f"no node pool can provide {offering.name}: {detail}")
+        found = [(pool, _pool_misses(offering, pool, names)) for pool in pools]
+        placements[offering.name] = tuple(pool.name for pool, miss in found if miss is None)
+        if placements[offering.name]:
+            continue
+        reasons = [miss for _, miss in found if miss]
+        if offering.capability is not None:
+            what = offering.capability.describe()
+        else:
+            what = f"{offering.product.display_name if offering.product else 'whole'} GPUs"
+        detail = "; ".join(reasons) or f"no pool has {what}"
+        index = cluster.offerings.index(offering.name)
+        problems.add(file, f"offerings[{index}]", f"no node pool can provide {offering.name}: {detail}")
+    return MappingProxyType(placements)
 
 
 def _merged_values(

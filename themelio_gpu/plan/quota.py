@@ -29,9 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
-from themelio_gpu.inputs.catalog.products import PRODUCTS, mig_profile_resource_spelling
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS
+from themelio_gpu.inputs.catalog.products import GpuProduct, mig_profile_resource_spelling
 from themelio_gpu.plan.fleet import ClusterPlan
 
 REQUESTS_PREFIX = "requests."
@@ -55,43 +56,34 @@ def devices_key(device_class: str) -> str:
 # --- Devices ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DeviceKind:
-    """One kind of allocatable device: a whole GPU of a product, or one MIG profile of it."""
-
-    product: str
-    mig_profile: str | None = None
-
-    @property
-    def sort_key(self) -> tuple[str, str]:
-        return (self.product, self.mig_profile or "")
-
-    def __str__(self) -> str:
-        return f"{self.product} MIG {self.mig_profile}" if self.mig_profile else f"whole {self.product}"
+def whole_gpus(products: Mapping[str, GpuProduct]) -> frozenset[DeviceKind]:
+    """Every whole GPU of the cluster's product table (built-in and the catalog's): what an any-GPU class takes."""
+    return frozenset(DeviceKind(key) for key in products)
 
 
-WHOLE_GPUS = frozenset(DeviceKind(key) for key in PRODUCTS)
-MIG_DEVICES = frozenset(DeviceKind(p.key, profile) for p in PRODUCTS.values() for profile in p.mig_profiles)
+def mig_devices(products: Mapping[str, GpuProduct]) -> frozenset[DeviceKind]:
+    """Every MIG device of the cluster's product table: what the chart's mig.nvidia.com takes."""
+    return frozenset(DeviceKind(p.key, profile) for p in products.values() for profile in p.mig_profiles)
 
 
 def offering_devices(offering: ResolvedOffering) -> frozenset[DeviceKind]:
-    """The devices an offering's class selects (aliases share it). A new kind of offering extends this."""
-    if offering.served_by is ServedBy.dra_driver_chart:
-        return WHOLE_GPUS  # the chart's gpu.nvidia.com: any whole GPU
-    assert offering.product is not None  # the catalog requires a product for a class of its own
-    return frozenset({DeviceKind(offering.product.key, offering.mig_profile)})
+    """The devices an offering's class selects (aliases share it), as the catalog resolved them: one product's
+    (or MIG profile's), every product a capability meets, or any whole GPU for the chart-served name."""
+    return frozenset(offering.takes)
 
 
-# What each class of the DRA driver's installer selects (chart templates/deviceclass-*.yaml, identical in
-# 0.4.1 and 25.12.0; the GPU Operator's GPUCluster creates the same classes). Which of them a cluster has,
-# and which extended resource name they map, is `ClusterPlan.driver_classes` (per installer and settings).
-_DRIVER_CLASS_DEVICES: dict[str, frozenset[DeviceKind]] = {
-    CHART_GPU_CLASS: WHOLE_GPUS,
-    "mig.nvidia.com": MIG_DEVICES,
-    "vfio.gpu.nvidia.com": WHOLE_GPUS,  # whole GPUs bound to vfio-pci for passthrough
-    "compute-domain-daemon.nvidia.com": frozenset(),  # IMEX daemons, not GPUs
-    "compute-domain-default-channel.nvidia.com": frozenset(),  # IMEX channels, not GPUs
-}
+def driver_class_devices(products: Mapping[str, GpuProduct]) -> dict[str, frozenset[DeviceKind]]:
+    """What each class of the DRA driver's installer selects (chart templates/deviceclass-*.yaml, identical in
+    0.4.1 and 25.12.0; the GPU Operator's GPUCluster creates the same classes). Which of them a cluster has,
+    and which extended resource name they map, is `ClusterPlan.driver_classes` (per installer and settings)."""
+    whole = whole_gpus(products)
+    return {
+        CHART_GPU_CLASS: whole,
+        "mig.nvidia.com": mig_devices(products),
+        "vfio.gpu.nvidia.com": whole,  # whole GPUs bound to vfio-pci for passthrough
+        "compute-domain-daemon.nvidia.com": frozenset(),  # IMEX daemons, not GPUs
+        "compute-domain-default-channel.nvidia.com": frozenset(),  # IMEX channels, not GPUs
+    }
 
 
 # --- Paths -----------------------------------------------------------------------------------------------
@@ -213,8 +205,9 @@ def plan_quota(plan: ClusterPlan) -> ClusterQuotaPlan:
     not_gpu: list[QuotaPath] = []
     for spec in plan.device_classes:
         paths.append(QuotaPath(spec.name, False, spec.extended_resource_name, devices[spec.offering], "catalog"))
+    driver_devices = driver_class_devices(plan.products)
     for driver_class in plan.driver_classes:
-        selects = _DRIVER_CLASS_DEVICES.get(driver_class.name)
+        selects = driver_devices.get(driver_class.name)
         if selects is None:
             raise AssertionError(f"quota: no device set known for the installer's class {driver_class.name}")
         path = QuotaPath(
@@ -361,17 +354,17 @@ def grant_notes(quota: ClusterQuotaPlan, plan: ClusterPlan, grants: Mapping[str,
     for name, count in grants.items():
         own[quota.grants[name].offering] = own.get(quota.grants[name].offering, 0) + count
     for offering, devices in sorted(quota.offering_devices.items()):
-        # Another offering's grant that can be taken as this offering's devices; a narrower offering inside
-        # this one (a product inside "any GPU") is not news from this side.
+        # Other offerings' grants that can be taken as this offering's devices. Only news when one of them
+        # is not narrower than this one (a product inside "any GPU" is not news from that side); then every
+        # such grant counts, so the total is what the namespace can hold (`reach`).
         others = sorted(
             (name, count)
             for name, count in grants.items()
             if count
             and quota.grants[name].offering != offering
-            and not quota.offering_devices[quota.grants[name].offering] < devices
             and any(p.devices & devices for p in quota.grants[name].paths)
         )
-        if others:
+        if any(not quota.offering_devices[quota.grants[name].offering] < devices for name, _ in others):
             total = own.get(offering, 0) + sum(c for _, c in others)
             listed = ", ".join(f"{n}={c}" for n, c in others)
             notes.append(
@@ -384,17 +377,18 @@ def grant_notes(quota: ClusterQuotaPlan, plan: ClusterPlan, grants: Mapping[str,
 __all__ = [
     "DEVICES_SUFFIX",
     "IMPLICIT_PREFIX",
-    "MIG_DEVICES",
-    "WHOLE_GPUS",
     "ClusterQuotaPlan",
     "DeviceKind",
     "Grant",
     "QuotaPath",
     "devices_key",
+    "driver_class_devices",
     "grant_notes",
     "implicit_key",
+    "mig_devices",
     "offering_devices",
     "plan_quota",
     "requests_key",
     "resolve_grants",
+    "whole_gpus",
 ]

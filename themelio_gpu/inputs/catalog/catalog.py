@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
 from themelio_gpu.inputs import k8s_names
+from themelio_gpu.inputs.catalog.capability import DeviceKind, ResolvedCapability, whole_gpu_kinds
 from themelio_gpu.inputs.catalog.model import (
     CHART_DEVICE_CLASSES,
     CHART_GPU_CLASS,
     CHART_SERVED_NAME,
     GENERIC_GPU_CLASS,
+    Capability,
     CatalogFile,
+    Constraints,
     Lifecycle,
     Offering,
     ServedBy,
     Toleration,
 )
-from themelio_gpu.inputs.catalog.products import PRODUCTS, GpuProduct, unknown_product_message
-from themelio_gpu.inputs.catalog.selectors import gpu_selector
+from themelio_gpu.inputs.catalog.product_table import merged_products
+from themelio_gpu.inputs.catalog.products import (
+    DRIVER_ARCHITECTURES,
+    GpuProduct,
+    canonical_mig_profile,
+    unknown_product_message,
+)
+from themelio_gpu.inputs.catalog.selectors import capability_selector, gpu_selector
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.secrets import find_secrets
 from themelio_gpu.inputs.yaml_input import add_positions, format_location, load_yaml_document, validate_model
@@ -58,6 +68,15 @@ class ResolvedOffering:
     aliases: tuple[ResolvedAlias, ...]
     selector: str
     """The CEL expression of the offering's DeviceClass (and of its aliases' classes)."""
+    constraints: Constraints = field(default_factory=Constraints)
+    """A product offering's selector constraints (minMemory, minDriverVersion)."""
+    capability: ResolvedCapability | None = None
+    """Set for a capability offering (then `product` and `mig_profile` are None)."""
+    takes: tuple[DeviceKind, ...] = ()
+    """The known device kinds (product, MIG profile) its class can select: for quota and overlap reasoning."""
+    overlaps_allowed: bool = False
+    overlaps_with: tuple[str, ...] = ()
+    """Other offerings of the catalog that can take some of the same devices (see README "Overlaps")."""
 
     @property
     def quota_key(self) -> str:
@@ -65,7 +84,14 @@ class ResolvedOffering:
 
     @property
     def is_mig(self) -> bool:
+        if self.capability is not None:
+            return self.capability.device_type == "mig"
         return self.mig_profile is not None
+
+    @property
+    def is_generic(self) -> bool:
+        """The chart-served legacy name: any whole GPU, sharing its devices with every whole-GPU offering."""
+        return self.served_by is ServedBy.dra_driver_chart
 
     def advertised_names(self, with_aliases: bool) -> tuple[str, ...]:
         return (self.name, *(a.name for a in self.aliases)) if with_aliases else (self.name,)
@@ -75,6 +101,8 @@ class ResolvedOffering:
 class Catalog:
     file: str
     offerings: Mapping[str, ResolvedOffering]
+    products: Mapping[str, GpuProduct]
+    """The merged product table: built-in products plus the catalog's own (these win)."""
 
     def __iter__(self) -> Iterator[ResolvedOffering]:
         return iter(self.offerings.values())
@@ -120,17 +148,48 @@ def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) ->
 
 def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalog | None:
     before = len(problems)
+    products = merged_products(model.products, file, problems)
     resolved: dict[str, ResolvedOffering] = {}
     for name, offering in model.offerings.items():
-        item = _resolve_offering(name, offering, file, problems)
+        item = _resolve_offering(name, offering, file, problems, products)
         if item is not None:
             resolved[name] = item
     if not model.offerings:
         problems.add(file, "offerings", "the catalog has no offerings")
     _check_uniqueness(model, file, problems)
+    resolved = _with_overlaps(resolved, file, problems)
     if len(problems) > before:
         return None
-    return Catalog(file=file, offerings=MappingProxyType(dict(sorted(resolved.items()))))
+    return Catalog(file=file, offerings=MappingProxyType(dict(sorted(resolved.items()))), products=products)
+
+
+def _with_overlaps(
+    offerings: dict[str, ResolvedOffering], file: str, problems: Problems
+) -> dict[str, ResolvedOffering]:
+    """Which offerings can take the same devices; a capability offering must allow it explicitly.
+
+    Two product offerings of one product are not checked here (`match` finds them on real devices), and the
+    chart-served generic name shares with every whole-GPU offering by design.
+    """
+    result = {}
+    for name, offering in offerings.items():
+        mine = set(offering.takes)
+        shared = tuple(sorted(o.name for o in offerings.values() if o.name != name and mine & set(o.takes)))
+        if offering.capability is not None and not offering.overlaps_allowed:
+            for other_name in shared:
+                other = offerings[other_name]
+                if other.is_generic:
+                    continue
+                common = ", ".join(str(k) for k in sorted(mine & set(other.takes)))
+                problems.add(
+                    file,
+                    format_location(("offerings", name, "capability")),
+                    f"{name} overlaps {other_name}: both can take {common}. Requests for one would use "
+                    f"devices the other counts on; set overlaps: allowed on {name} if that is intended "
+                    "(README: Overlapping offerings and quotas), or narrow the capability",
+                )
+        result[name] = dataclasses.replace(offering, overlaps_with=shared)
+    return result
 
 
 def _served_by(name: str, given: ServedBy | None, file: str, where: str, problems: Problems) -> ServedBy:
@@ -183,7 +242,13 @@ def _device_class(
     return given
 
 
-def _resolve_offering(name: str, offering: Offering, file: str, problems: Problems) -> ResolvedOffering | None:
+def _resolve_offering(
+    name: str,
+    offering: Offering,
+    file: str,
+    problems: Problems,
+    products: Mapping[str, GpuProduct],
+) -> ResolvedOffering | None:
     where = format_location(("offerings", name))
     count = len(problems)
     for message in k8s_names.extended_resource_name(name):
@@ -191,14 +256,31 @@ def _resolve_offering(name: str, offering: Offering, file: str, problems: Proble
     served_by = _served_by(name, offering.served_by, file, where, problems)
     device_class = _device_class(name, offering.device_class, served_by, file, where, problems)
 
+    capability: ResolvedCapability | None = None
+    if offering.capability is not None:
+        capability = _resolve_capability(name, offering, served_by, file, problems, products)
+    elif offering.overlaps is not None:
+        problems.add(
+            file,
+            f"{where}.overlaps",
+            "only a capability offering declares overlaps (a product offering takes one product)",
+        )
+
     product: GpuProduct | None = None
-    if offering.product is None:
+    mig_profile = canonical_mig_profile(offering.mig_profile) if offering.mig_profile is not None else None
+    if offering.capability is not None:
+        pass  # checked with the capability
+    elif offering.product is None:
         if served_by is not ServedBy.dra_driver_chart:
-            problems.add(file, f"{where}.product", f"required: one of {', '.join(PRODUCTS)}")
-    elif offering.product not in PRODUCTS:
-        problems.add(file, f"{where}.product", unknown_product_message(offering.product))
+            problems.add(
+                file,
+                f"{where}.product",
+                f"required: one of {', '.join(products)}, or a capability: instead (minMemory, architectures, ...)",
+            )
+    elif offering.product not in products:
+        problems.add(file, f"{where}.product", unknown_product_message(offering.product, products))
     else:
-        product = PRODUCTS[offering.product]
+        product = products[offering.product]
         if served_by is ServedBy.dra_driver_chart:
             problems.add(
                 file,
@@ -207,12 +289,12 @@ def _resolve_offering(name: str, offering: Offering, file: str, problems: Proble
                 "Use servedBy: catalog for a product-specific class",
             )
 
-    if offering.mig_profile is not None:
+    if mig_profile is not None:
         if served_by is ServedBy.dra_driver_chart:
             problems.add(file, f"{where}.migProfile", "the chart's class serves whole GPUs only")
         elif product is not None and not product.supports_mig:
             problems.add(file, f"{where}.migProfile", f"{product.display_name} has no MIG support")
-        elif product is not None and offering.mig_profile not in product.mig_profiles:
+        elif product is not None and mig_profile not in product.mig_profiles:
             problems.add(
                 file,
                 f"{where}.migProfile",
@@ -245,7 +327,8 @@ def _resolve_offering(name: str, offering: Offering, file: str, problems: Proble
 
     node_selector = offering.placement.node_selector
     if node_selector is None:
-        node_selector = default_node_selector(product, offering.mig_profile is not None)
+        mig = capability.device_type == "mig" if capability is not None else mig_profile is not None
+        node_selector = default_node_selector(product, mig)
     for key, value in node_selector.items():
         for message in k8s_names.qualified_name(key) + k8s_names.label_value(value):
             problems.add(file, f"{where}.placement.nodeSelector", message)
@@ -263,12 +346,20 @@ def _resolve_offering(name: str, offering: Offering, file: str, problems: Proble
 
     if len(problems) > count:
         return None
+    if capability is not None:
+        names = [n for key in capability.products for n in products[key].product_names]
+        selector = capability_selector(capability, names)
+        takes = capability.kinds(products.values())
+    else:
+        selector = gpu_selector(product, mig_profile, constraints.min_memory, constraints.min_driver_version)
+        # Without a product it is the chart's gpu.nvidia.com: any whole GPU.
+        takes = (DeviceKind(product.key, mig_profile),) if product is not None else whole_gpu_kinds(products)
     return ResolvedOffering(
         name=name,
         device_class=device_class,
         served_by=served_by,
         product=product,
-        mig_profile=offering.mig_profile,
+        mig_profile=mig_profile,
         display_name=offering.display_name,
         description=offering.description,
         waldur_component=offering.quota.waldur_component,
@@ -281,10 +372,101 @@ def _resolve_offering(name: str, offering: Offering, file: str, problems: Proble
         lifecycle=offering.lifecycle,
         replaced_by=offering.replaced_by,
         aliases=tuple(aliases),
-        selector=gpu_selector(
-            product, offering.mig_profile, constraints.min_memory, constraints.min_driver_version
-        ),
+        selector=selector,
+        constraints=constraints,
+        capability=capability,
+        takes=takes,
+        overlaps_allowed=offering.overlaps == "allowed",
     )
+
+
+def _resolve_capability(
+    name: str,
+    offering: Offering,
+    served_by: ServedBy,
+    file: str,
+    problems: Problems,
+    products: Mapping[str, GpuProduct],
+) -> ResolvedCapability | None:
+    """The checked capability; every problem names the file, line and key, and what is allowed."""
+    assert offering.capability is not None
+    spec: Capability = offering.capability
+    count = len(problems)
+
+    def problem(key: str | None, message: str) -> None:
+        path: tuple[str | int, ...] = ("offerings", name, "capability", *((key,) if key else ()))
+        problems.add(file, format_location(path), message)
+
+    if offering.product is not None:
+        problem(None, "set product (one product) or capability (every product meeting it), not both")
+    if offering.mig_profile is not None:
+        problem(None, "migProfile belongs to a product offering; a capability selects MIG devices with type: mig")
+    if offering.constraints.min_memory or offering.constraints.min_driver_version:
+        problem(None, "a capability offering has no constraints: put minMemory and minDriverVersion in capability")
+    if served_by is ServedBy.dra_driver_chart:
+        problem(
+            None,
+            f"the chart's class {CHART_GPU_CLASS} selects every whole GPU; a capability needs servedBy: catalog",
+        )
+    criteria = ("minMemory", "architectures", "minComputeCapability", "minDriverVersion", "products")
+    if all(
+        getattr(spec, f) is None
+        for f in ("min_memory", "architectures", "min_compute_capability", "min_driver_version", "products")
+    ):
+        problem(
+            None, f"name at least one of {', '.join(criteria)} (type alone selects every device of the driver)"
+        )
+    if spec.min_memory is not None and (not _QUANTITY.match(spec.min_memory) or spec.min_memory.startswith("-")):
+        problem(
+            "minMemory",
+            f"{spec.min_memory!r} is not a quantity like 48Gi (binary Ki, Mi, Gi, Ti or decimal k, M, G, T)",
+        )
+    if spec.architectures is not None:
+        if not spec.architectures:
+            problem("architectures", f"list at least one of {', '.join(DRIVER_ARCHITECTURES)}")
+        for index, architecture in enumerate(spec.architectures):
+            if architecture not in DRIVER_ARCHITECTURES:
+                problems.add(
+                    file,
+                    format_location(("offerings", name, "capability", "architectures", index)),
+                    f"{architecture!r} is not an architecture the driver publishes; allowed (as it spells them): "
+                    f"{', '.join(DRIVER_ARCHITECTURES)}",
+                )
+    for key, value, example in (
+        ("minComputeCapability", spec.min_compute_capability, "8.0"),
+        ("minDriverVersion", spec.min_driver_version, "570.86.15"),
+    ):
+        if value is not None and not _SEMVER_LOOSE.match(value):
+            problem(key, f"{value!r} is not a version like {example}")
+    if spec.products is not None:
+        if not spec.products:
+            problem("products", f"list at least one of {', '.join(products)}")
+        for index, key in enumerate(spec.products):
+            if key not in products:
+                problems.add(
+                    file,
+                    format_location(("offerings", name, "capability", "products", index)),
+                    unknown_product_message(key, products),
+                )
+    if len(problems) > count:
+        return None
+    capability = ResolvedCapability(
+        device_type=spec.type,
+        min_memory=spec.min_memory,
+        architectures=spec.architectures or (),
+        min_compute_capability=spec.min_compute_capability,
+        min_driver_version=spec.min_driver_version,
+        products=tuple(dict.fromkeys(spec.products or ())),
+    )
+    if capability.products and not capability.kinds(products.values()):
+        # Without `products` a capability may be meant for hardware the table does not know yet: coverage and
+        # `trial` judge it on real pools and devices. Naming products that cannot meet it is a contradiction.
+        problem(
+            None,
+            f"none of the products it names meets it ({capability.describe()}): the class would select nothing",
+        )
+        return None
+    return capability
 
 
 def _check_uniqueness(model: CatalogFile, file: str, problems: Problems) -> None:

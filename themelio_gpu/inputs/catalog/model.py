@@ -1,11 +1,11 @@
-"""The catalog file's shape (pydantic). Cross-entry rules live in `checks.py`."""
+"""The catalog file's shape (pydantic). Cross-entry rules live in `catalog.py` and `product_table.py`."""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 # The NVIDIA DRA driver chart's own DeviceClasses (charts 0.4.1 and 25.12.0 render the same five), which the
 # GPU Operator's GPUCluster creates too (`driver_classes.py` says which, per installer).
@@ -78,6 +78,73 @@ class Constraints(Strict):
     )
 
 
+def _number_as_text(value: Any) -> Any:
+    # YAML reads `9.0` and `570` as numbers; a version is text (`9.0`, `570`), so accept both spellings.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+Version = Annotated[str, BeforeValidator(_number_as_text)]
+
+
+def _hex_id(value: Any) -> Any:
+    # YAML reads an unquoted 0x2BB510DE as an integer; give it back the spelling mig-parted uses.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"0x{value:08X}"
+    return value
+
+
+PciDeviceId = Annotated[str, BeforeValidator(_hex_id)]
+
+
+class Capability(Strict):
+    """Select every device that meets these facts, whatever its product (each key narrows the choice)."""
+
+    min_memory: str | None = Field(
+        default=None,
+        alias="minMemory",
+        description="Kubernetes quantity the device's published memory must reach, e.g. 48Gi "
+        "(devices publish less than their marketed size: an 80GB H100 publishes 79.6Gi)",
+    )
+    architectures: tuple[str, ...] | None = Field(
+        default=None, description="The driver's architecture attribute, any of: Ampere, Ada Lovelace, Hopper, ..."
+    )
+    min_compute_capability: Version | None = Field(
+        default=None, alias="minComputeCapability", description="CUDA compute capability, e.g. '8.0'"
+    )
+    min_driver_version: Version | None = Field(
+        default=None, alias="minDriverVersion", description="NVIDIA driver version, e.g. 570.0.0"
+    )
+    products: tuple[str, ...] | None = Field(default=None, description="Keys of the product table")
+    type: Literal["gpu", "mig"] = Field(default="gpu", description="Whole GPUs (default) or MIG devices")
+
+
+class Product(Strict):
+    """A GPU product the driver publishes: new (every fact required) or a correction of a built-in one."""
+
+    display_name: str | None = Field(default=None, alias="displayName")
+    product_names: tuple[str, ...] | None = Field(
+        default=None, alias="productNames", description="NVML names the driver publishes (nvidia-smi -L)"
+    )
+    memory_gib: float | None = Field(
+        default=None,
+        alias="memoryGiB",
+        description="Memory one GPU publishes, in GiB (nvidia-smi memory.total in MiB / 1024, e.g. 95.59)",
+    )
+    architecture: str | None = Field(default=None, description="e.g. Blackwell (the driver's architecture)")
+    compute_capability: Version | None = Field(default=None, alias="computeCapability", description="e.g. '12.0'")
+    pci_device_ids: tuple[PciDeviceId, ...] | None = Field(
+        default=None, alias="pciDeviceIds", description="As mig-parted's device-filter spells them: 0x2BB510DE"
+    )
+    mig_profiles: dict[str, int] | None = Field(
+        default=None, alias="migProfiles", description="MIG profile: maximum instances per GPU"
+    )
+    mig_layouts: dict[str, dict[str, int]] | None = Field(
+        default=None, alias="migLayouts", description="MIG Manager config name: MIG devices per GPU"
+    )
+
+
 class Alias(Strict):
     name: str = Field(description="Old extended resource name that still resolves to the offering")
     device_class: str | None = Field(
@@ -92,6 +159,13 @@ class Offering(Strict):
     )
     served_by: ServedBy | None = Field(default=None, alias="servedBy")
     product: str | None = Field(default=None, description="Key of the GPU product table")
+    capability: Capability | None = Field(
+        default=None, description="Instead of product: every device meeting these facts"
+    )
+    overlaps: Literal["allowed"] | None = Field(
+        default=None,
+        description="A capability offering that can take devices another offering also takes must say so",
+    )
     mig_profile: str | None = Field(default=None, alias="migProfile", description="MIG profile, e.g. 1g.5gb")
     display_name: str = Field(alias="displayName")
     description: str = ""
@@ -106,4 +180,7 @@ class Offering(Strict):
 
 class CatalogFile(Strict):
     schema_ref: str | None = Field(default=None, alias="$schema")
+    products: dict[str, Product] = Field(
+        default_factory=dict, description="Products beyond the built-in table, or corrections to it (these win)"
+    )
     offerings: dict[str, Offering] = Field(description="Keyed by the extended resource name workloads request")
