@@ -170,9 +170,17 @@ class ClusterModel:
         classes = [ModelClass(c.name, c.extended_resource_name, c.selector) for c in plan.device_classes]
         values = plan.dra_values or {}
         resources = values.get("resources") or {}
-        if plan.dra_values is not None and (resources.get("gpus") or {}).get("enabled") is True:
-            domains = (resources.get("computeDomains") or {}).get("enabled") is True
-            v1 = (values.get("resourceApiVersion") or "resource.k8s.io/v1") == "resource.k8s.io/v1"
+        chart = plan.dra_values is not None and (resources.get("gpus") or {}).get("enabled") is True
+        # The GPU Operator's GPUCluster (gpuCluster.deployCR) creates the same classes from its own manifests,
+        # but its gpu.nvidia.com maps no extended resource name.
+        operator = (plan.operator_values.get("gpuCluster") or {}).get("deployCR") is True
+        if chart or operator:
+            if chart:
+                domains = (resources.get("computeDomains") or {}).get("enabled") is True
+                v1 = (values.get("resourceApiVersion") or "resource.k8s.io/v1") == "resource.k8s.io/v1"
+            else:
+                gpu_cluster_domains = (plan.operator_values.get("draDriver") or {}).get("computeDomains") or {}
+                domains, v1 = gpu_cluster_domains.get("enabled") is not False, False
             for name, (selector, needs_domains) in CHART_CLASSES.items():
                 if needs_domains and not domains:
                     continue
@@ -186,7 +194,7 @@ class ClusterModel:
             (p.name, p.product, [None] if p.mig_devices is None else list(p.mig_devices), p.dra)
             for p in plan.pools
         ]
-        if every_kind and plan.dra_values is not None:
+        if every_kind and (chart or operator):
             # A DRA node of every product in every MIG layout: a quota must not depend on what the pools
             # publish today, since a class selects whatever appears. Every product the cluster's catalog
             # knows: the built-in table and the catalog's own products.

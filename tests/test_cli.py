@@ -155,8 +155,13 @@ def test_unwritable_outdir_is_a_message_not_a_traceback(tmp_path: Path) -> None:
 
 # --- catalog quota and export on the quota fixture fleet ---------------------------------------------------
 
-QUOTA_FLEET = ROOT / "tests" / "fixtures" / "quota" / "chart-gpu"
-FLEET_FLAGS = ("--catalog", str(QUOTA_FLEET / "catalog.yaml"), "--stacks-dir", str(QUOTA_FLEET / "stacks"))
+QUOTA_FLEET = ROOT / "tests" / "fixtures" / "fleets" / "quota-chart-gpu"
+FLEET_FLAGS = (
+    "--catalog",
+    str(QUOTA_FLEET / "catalog" / "gpu-catalog.yaml"),
+    "--stacks-dir",
+    str(QUOTA_FLEET / "stacks"),
+)
 
 
 def quota(*args: str) -> subprocess.CompletedProcess[str]:

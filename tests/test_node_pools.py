@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.builders import cluster, fleet_of, problems_of
+from tests.builders import EXAMPLE_CATALOG, cluster, fleet_of, problems_of
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 
 StackJson = Callable[[str], dict[str, Any]]
@@ -309,3 +310,46 @@ def test_gpu_label_placement_matches_the_pool_that_serves_it(example_fleet: Any)
             selector = dict(offering.node_selector)
             matching = [p.name for p in plan.pools if all(p.labels.get(k) == v for k, v in selector.items())]
             assert matching, f"{plan.name}: {offering.name} selects no pool ({json.dumps(selector)})"
+
+
+def _catalog_serving_nvidia_gpu(served_by: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(EXAMPLE_CATALOG.read_text(encoding="utf-8"))
+    legacy = data["offerings"]["nvidia.com/gpu"]
+    legacy["servedBy"] = served_by
+    if served_by == "catalog":
+        legacy.update(deviceClass="legacy-a100.gpu.themelio.io", product="a100-40gb")
+    return data
+
+
+def test_a_catalog_class_for_the_name_the_dra_chart_maps_is_refused(tmp_path: Path) -> None:
+    # The DRA chart's gpu.nvidia.com always maps nvidia.com/gpu: two classes for one name never deploy.
+    problems = problems_of(
+        tmp_path,
+        cluster(offerings=["nvidia.com/a100", "nvidia.com/gpu"]),
+        catalog=_catalog_serving_nvidia_gpu("catalog"),
+    )
+    (problem,) = problems
+    assert problem.startswith(
+        "stacks/00-test.yaml: offerings[1]: nvidia.com/gpu would be advertised by two DeviceClasses: "
+        "legacy-a100.gpu.themelio.io of the catalog and gpu.nvidia.com of the DRA driver chart"
+    ), problem
+    assert "servedBy: dra-driver-chart" in problem and "draDriver.managedBy: gpu-operator" in problem
+
+
+def test_a_catalog_class_for_nvidia_gpu_is_accepted_where_the_gpu_operator_manages_the_driver(
+    tmp_path: Path,
+) -> None:
+    operator_mode = cluster(
+        offerings=["nvidia.com/a100", "nvidia.com/gpu"],
+        kubernetesVersion="1.36",
+        hostDriver=True,
+        gpuOperator={"version": "v26.7.0"},
+        draDriver={"managedBy": "gpu-operator", "newCluster": True},
+        nodePools=[cluster()["nodePools"][0]],
+    )
+    fleet = fleet_of(tmp_path, operator_mode, catalog=_catalog_serving_nvidia_gpu("catalog"))
+    (plan,) = fleet.clusters
+    names = [c.extended_resource_name for c in plan.device_classes] + [
+        d.extended_resource_name for d in plan.driver_classes if d.extended_resource_name
+    ]
+    assert names.count("nvidia.com/gpu") == 1

@@ -34,7 +34,7 @@ from themelio_gpu.live.preflight import (
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 
 ROOT = Path(__file__).resolve().parents[1]
-QUOTA_FLEET = ROOT / "tests" / "fixtures" / "quota" / "chart-gpu"
+QUOTA_FLEET = ROOT / "tests" / "fixtures" / "fleets" / "quota-chart-gpu"
 
 
 @pytest.fixture(scope="module")
@@ -264,8 +264,8 @@ def test_resource_api_not_served_fails_once_and_skips_dra_checks(east: ClusterPl
 
 @pytest.fixture(scope="module")
 def quota_east() -> ClusterPlan:
-    """gpu-east from the quota fixture fleet (tests/fixtures/quota/chart-gpu), the same cluster as recorded."""
-    plan = load_fleet(QUOTA_FLEET / "catalog.yaml", QUOTA_FLEET / "stacks").cluster("gpu-east")
+    """gpu-east from the quota fixture fleet (tests/fixtures/fleets/quota-chart-gpu), the same cluster as recorded."""
+    plan = load_fleet(QUOTA_FLEET / "catalog" / "gpu-catalog.yaml", QUOTA_FLEET / "stacks").cluster("gpu-east")
     assert plan is not None
     return plan
 

@@ -1,6 +1,6 @@
 """Quotas that hold: judged by an independent model of Kubernetes' quota evaluation (tests/quota_model.py).
 
-For the fixture fleets under tests/fixtures/quota/ (migration aliases, the chart-served nvidia.com/gpu, a
+For the fixture fleets under tests/fixtures/fleets/quota-*/ (migration aliases, the chart-served nvidia.com/gpu, a
 catalog class replacing it, an alias served by the chart, MIG, several products, device-plugin pools,
 ComputeDomains, the 25.x chart, capability offerings overlapping product offerings and a product declared
 in the catalog), and grants drawn by hypothesis: no way of asking for a device yields more
@@ -28,13 +28,14 @@ from themelio_gpu.inputs.problems import InputError
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
 
-QUOTA_FLEETS = FIXTURES / "quota"
+QUOTA_FLEETS = FIXTURES / "fleets"
 QUOTA_FLEET_NAMES = ("chart-gpu", "catalog-gpu", "chart-alias", "capability")
 
 
 @cache
 def fleet(name: str) -> Fleet:
-    return load_fleet(QUOTA_FLEETS / name / "catalog.yaml", QUOTA_FLEETS / name / "stacks")
+    folder = QUOTA_FLEETS / f"quota-{name}"
+    return load_fleet(folder / "catalog" / "gpu-catalog.yaml", folder / "stacks")
 
 
 def all_clusters() -> list[ClusterPlan]:
@@ -190,11 +191,11 @@ def test_the_any_gpu_pool_is_a_pool_of_its_own() -> None:
     assert quota.reach({"nvidia.com/a100": 4, "nvidia.com/gpu": 2})["nvidia.com/a100"] == 6
 
 
-def test_a_catalog_class_replacing_the_chart_class_closes_the_chart_class() -> None:
+def test_a_catalog_class_for_nvidia_gpu_closes_the_operators_any_gpu_class() -> None:
     plan = fleet("catalog-gpu").cluster("replaced")
     assert plan is not None
     hard = plan_quota(plan).hard({"nvidia.com/gpu": 4})
-    # gpu.nvidia.com shares requests.nvidia.com/gpu but selects every whole GPU: its own counter is 0.
+    # The GPU Operator's gpu.nvidia.com maps no name but selects every whole GPU: its own counter is 0.
     assert hard["gpu.nvidia.com.deviceclass.resource.k8s.io/devices"] == "0"
     model, routes = model_of("catalog-gpu", "replaced")
     assert most_devices(routes, model.offering_units()["nvidia.com/a100"], hard) == 0
@@ -378,7 +379,7 @@ def test_random_clusters_hold_too(
     compute_domains: bool,
     counts: list[int],
 ) -> None:
-    catalog = yaml.safe_load((QUOTA_FLEETS / "chart-gpu" / "catalog.yaml").read_text())
+    catalog = yaml.safe_load((QUOTA_FLEETS / "quota-chart-gpu" / "catalog" / "gpu-catalog.yaml").read_text())
     pools = [
         {
             **POOL_SHAPES[s],

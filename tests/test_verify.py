@@ -172,6 +172,23 @@ def test_gpu_west_h100_is_reached_now(example_proofs: dict[str, ClusterProof]) -
         assert (h100[name].outcome, h100[name].ok) == ("runs", True), name
 
 
+def test_a_class_sharing_the_charts_extended_resource_name_fails(prove: Prove, example_fleet: Fleet) -> None:
+    # The plan refuses this (see test_node_pools); the proof must catch it too, from the rendered charts.
+    plan = example_fleet.cluster("gpu-lab")
+    assert plan is not None and plan.dra_release is not None
+    ours = plan.device_classes[0]
+    colliding = dataclasses.replace(ours, extended_resource_name="nvidia.com/gpu")
+    broken = dataclasses.replace(plan, device_classes=(colliding, *plan.device_classes[1:]))
+    failures = prove(Fleet(example_fleet.catalog, (broken,)))["gpu-lab"].failures
+    assert any(
+        f.startswith(
+            f"extended resource name nvidia.com/gpu is advertised by 2 DeviceClasses: {ours.name} (this stack), "
+            "gpu.nvidia.com (chart "
+        )
+        for f in failures
+    ), failures
+
+
 def test_gpu_west_h100_was_not_reached_with_the_values_before_the_fix(prove: Prove, example_fleet: Fleet) -> None:
     plan = example_fleet.cluster("gpu-west")
     assert plan is not None
@@ -300,11 +317,6 @@ def test_karpenter_pool_is_proven_on_every_instance_and_capacity_type(
             "bk-gpucluster-nfd-tolerations",
             "pool h100-reserved: DaemonSet nvidia-gpu-driver-<os>-<hash> (NVIDIADriver default) must run here, but "
             "does not run",
-        ),
-        (
-            "bk-device-class-collision",
-            "extended resource name nvidia.com/gpu is advertised by 2 DeviceClasses: "
-            "h100-any.gpu.fixture.themelio.io (this stack), gpu.nvidia.com (chart dra-driver-nvidia-gpu)",
         ),
     ],
 )

@@ -262,13 +262,14 @@ def plan_cluster(
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, "gpuOperator.namespace", message)
     _check_catalog_config_map(cluster, dra, file, problems)
-    if len(problems) > count or catalog is None:
-        return None
     driver_classes = (
         driver_device_classes(by_gpu_operator=by_operator, compute_domains=cluster.dra_driver.compute_domains)
         if dra
         else ()
     )
+    _check_one_class_per_name(cluster, classes, driver_classes, file, problems)
+    if len(problems) > count or catalog is None:
+        return None
     return ClusterPlan(
         definition=cluster,
         file=file,
@@ -282,6 +283,32 @@ def plan_cluster(
         releases=tuple(releases),
         terraform_version=required_terraform_version(cluster),
     )
+
+
+def _check_one_class_per_name(
+    cluster: ClusterDefinition,
+    classes: Sequence[DeviceClassSpec],
+    driver_classes: Sequence[DriverClass],
+    file: str,
+    problems: Problems,
+) -> None:
+    """Never two DeviceClasses for one extended resource name: the scheduler takes the most recently created,
+    so which devices a request gets would change whenever either class is recreated (a chart upgrade)."""
+    installer = {d.extended_resource_name: d.name for d in driver_classes if d.extended_resource_name}
+    for spec in classes:
+        other = installer.get(spec.extended_resource_name)
+        if other is None:
+            continue
+        name = spec.extended_resource_name
+        problems.add(
+            file,
+            f"offerings[{cluster.offerings.index(spec.offering)}]",
+            f"{name} would be advertised by two DeviceClasses: {spec.name} of the catalog and {other} of the "
+            f"DRA driver chart, which always maps {name} on resource.k8s.io/v1 (no value turns it off), and the "
+            f"scheduler uses whichever was created last. Serve {name} with servedBy: dra-driver-chart in the "
+            "catalog, or let the GPU Operator install the DRA driver (draDriver.managedBy: gpu-operator), whose "
+            f"{other} advertises no name",
+        )
 
 
 def _classes_of(offering: ResolvedOffering, with_aliases: bool, by_operator: bool) -> list[DeviceClassSpec]:

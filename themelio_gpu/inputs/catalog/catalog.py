@@ -199,7 +199,8 @@ def _served_by(name: str, given: ServedBy | None, file: str, where: str, problem
             where,
             f"say how {CHART_SERVED_NAME} is served: the DRA driver chart's class {CHART_GPU_CLASS} already "
             f"advertises it (chart 25.12.0 and later). Set servedBy: dra-driver-chart to use it, or "
-            "servedBy: catalog to replace it deliberately with a class of this catalog (the newer class wins)",
+            "servedBy: catalog for a class of this catalog, which only clusters whose GPU Operator manages the "
+            "DRA driver (draDriver.managedBy: gpu-operator) can serve: elsewhere the chart's class maps it too",
         )
     served_by = given or ServedBy.catalog
     if served_by is ServedBy.dra_driver_chart and name != CHART_SERVED_NAME:
