@@ -19,7 +19,7 @@ from themelio_gpu.dryrun.trial import TrialReport, render_trial, run_trial
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.problems import Problems
 
-CATALOG = Path("tests/fixtures/fleets/capability/catalog/gpu-catalog.yaml")
+CATALOG = Path("tests", "fixtures", "fleets", "capability", "catalog", "gpu-catalog.yaml")
 SLICES = Path("tests/fixtures/resourceslices/mixed/mixed-generations.yaml")
 TRAINING, EVALUATION = "nvidia.com/gpu-48gb", "nvidia.com/gpu-eval"
 
