@@ -54,6 +54,13 @@ class GpuClusterStack(TerraformStack):
             "output", {name: {"value": shared_value(literal(v))} for name, v in sorted(outputs.items())}
         )
 
+    def prepare_stack(self) -> None:
+        """cdktf's preparing pass, skipped: it resolves every element once only to find references to other
+        stacks (and then adds the outputs and remote state they need). A cluster's stack never refers to
+        another stack, and __init__ configures its backend, which is the pass's other job. Synthesis then
+        resolves each element twice instead of three times (about 3 ms less per cluster, the same bytes).
+        tests/test_stacks.py checks that no stack depends on another."""
+
     def _providers(self, plan: ClusterPlan) -> None:
         # Every value below is the user's text: literal() keeps `${` and `%{` from being read as templates.
         access = plan.definition.access
