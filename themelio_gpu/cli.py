@@ -32,6 +32,13 @@ from themelio_gpu.outputs.contracts import (
     waldur_quota_mapping,
 )
 from themelio_gpu.outputs.kueue import kueue_objects
+from themelio_gpu.outputs.workers import (
+    CLUSTERS_PER_WORKER,
+    MAX_AUTOMATIC_WORKERS,
+    WORKERS_ENV,
+    WorkersSettingError,
+    requested_workers,
+)
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
@@ -95,6 +102,9 @@ def report_input_errors(run: Callable[[], int]) -> int:
         print(error.render(), file=sys.stderr)
         print(f"{count} problem{'s' if count != 1 else ''} found; nothing was written.", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except WorkersSettingError as error:
+        print(f"{error}; nothing was written.", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except OSError as error:
         # An output folder that cannot be written, a file that vanished: say which and why.
         print(f"{error.filename or ''}: {error.strerror or error}", file=sys.stderr)
@@ -120,13 +130,21 @@ def _synth_parser(parser: argparse.ArgumentParser) -> None:
         f"(default: $CDKTF_OUTDIR or {DEFAULT_OUTDIR})",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines or summary")
+    parser.add_argument(
+        "--workers",
+        metavar="N|auto",
+        help=f"processes that synthesize in parallel, each with its own jsii node process; 1: this process "
+        f"only (default: ${WORKERS_ENV}, else auto: one per {CLUSTERS_PER_WORKER} clusters, up to the usable "
+        f"CPUs and at most {MAX_AUTOMATIC_WORKERS})",
+    )
 
 
 def _synth(args: argparse.Namespace) -> int:
     from themelio_gpu.outputs.synth import summary_table, synthesize
 
+    requested_workers(args.workers if args.workers is not None else os.environ.get(WORKERS_ENV))  # before any work
     fleet = _load(args)
-    synthesize(fleet, Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout)
+    synthesize(fleet, Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout, args.workers)
     if not args.quiet:
         print(summary_table(fleet))
     return EXIT_OK

@@ -9,15 +9,24 @@ from typing import TextIO
 
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.outputs.stack_folders import kept_message, remove_stale_stacks
+from themelio_gpu.outputs.workers import (
+    WORKERS_ENV,
+    can_fork,
+    requested_workers,
+    synthesize_in_workers,
+    usable_cpus,
+    worker_count,
+)
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 from themelio_gpu.settings import DEFAULT_OUTDIR
 
 
-def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.stdout) -> None:
-    # Imported here: the provider bindings take seconds to load, and commands that only read YAML
-    # (catalog validate, match) should not pay for them.
-    from themelio_gpu.outputs.app import build_app
-
+def synthesize(
+    fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.stdout, workers: str | None = None
+) -> None:
+    """Write one stack per cluster into `outdir`. `workers`: how many processes synthesize, a number or
+    `auto` (default: $THEMELIO_SYNTH_WORKERS, else automatic; see workers.py)."""
+    requested = requested_workers(workers if workers is not None else os.environ.get(WORKERS_ENV))
     # Create the output folder first: a path that cannot be written is a message, not a jsii traceback.
     target = outdir or Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
     target.mkdir(parents=True, exist_ok=True)
@@ -34,10 +43,20 @@ def synthesize(fleet: Fleet, outdir: Path | None, progress: TextIO | None = sys.
                 flush=True,
             )
 
-    app = build_app(fleet, outdir, report)
-    if progress is not None:
-        print(f"writing {total} stack{'s' if total != 1 else ''}", file=progress, flush=True)
-    app.synth()
+    count = worker_count(total, requested, usable_cpus(), can_fork())
+    if count > 1:
+        if progress is not None:
+            print(f"synthesizing {total} stacks in {count} processes", file=progress, flush=True)
+        synthesize_in_workers(fleet, target, count, report)
+    else:
+        # Imported here: the provider bindings take a while to load, and commands that only read YAML
+        # (catalog validate, match) should not pay for them.
+        from themelio_gpu.outputs.app import build_app
+
+        app = build_app(fleet, outdir, report)
+        if progress is not None:
+            print(f"writing {total} stack{'s' if total != 1 else ''}", file=progress, flush=True)
+        app.synth()
     # A deleted cluster file leaves its old stack folder behind: the cdktf library keeps it (the CDKTF CLI
     # deletes every folder it did not write, whatever it holds; here a folder holding state is kept).
     removed, kept = remove_stale_stacks(target, {plan.name for plan in fleet.clusters})

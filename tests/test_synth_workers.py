@@ -1,0 +1,203 @@
+"""Synthesis in several processes (themelio_gpu/outputs/workers.py): the same bytes as one process.
+
+The end-to-end tests run `main.py` in fresh processes: this test process has started jsii already, and a
+process that has must not fork (the workers would share its node process), so here it synthesizes alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, write_fleet
+from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_CLUSTERS, EXAMPLE_STACKS, ROOT
+from themelio_gpu.outputs.workers import (
+    CLUSTERS_PER_WORKER,
+    MAX_AUTOMATIC_WORKERS,
+    WorkersSettingError,
+    can_fork,
+    chunks,
+    requested_workers,
+    stable_stringify,
+    worker_count,
+)
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="workers fork; Windows synthesizes in one process")
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _main(*args: str, workers: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "main.py", *args, "--workers", workers],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def _fleet_args(out: Path) -> tuple[str, ...]:
+    return ("--catalog", str(EXAMPLE_CATALOG), "--stacks-dir", str(EXAMPLE_STACKS), "--outdir", str(out))
+
+
+# --- how many processes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("clusters", "requested", "cpus", "forkable", "expected"),
+    [
+        (100, None, 2, True, 2),  # automatic: limited by the CPUs
+        (100, None, 16, True, MAX_AUTOMATIC_WORKERS),  # ... and by the memory a worker takes
+        (2 * CLUSTERS_PER_WORKER - 1, None, 8, True, 1),  # a second worker must have enough clusters to pay
+        (2 * CLUSTERS_PER_WORKER, None, 8, True, 2),
+        (3, None, 8, True, 1),
+        (3, 2, 1, True, 2),  # asked for: as asked, even beyond the CPUs
+        (3, 8, 8, True, 3),  # never more workers than clusters
+        (1, 4, 8, True, 1),
+        (100, 4, 8, False, 1),  # jsii already running here, or no fork
+        (100, 1, 8, True, 1),
+    ],
+)
+def test_worker_count(clusters: int, requested: int | None, cpus: int, forkable: bool, expected: int) -> None:
+    assert worker_count(clusters, requested, cpus, forkable) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [(None, None), ("", None), ("auto", None), (" AUTO ", None), ("3", 3)]
+)
+def test_requested_workers(text: str | None, expected: int | None) -> None:
+    assert requested_workers(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-2", "two", "1.5"])
+def test_a_setting_that_is_not_a_count_is_refused_naming_what_is_allowed(text: str) -> None:
+    with pytest.raises(WorkersSettingError, match=r"allowed: a whole number >= 1 .* or `auto`"):
+        requested_workers(text)
+
+
+def test_chunks_keep_the_fleet_order_and_cover_every_cluster() -> None:
+    items: tuple[Any, ...] = tuple(range(10))
+    parts = chunks(items, 3)
+    assert [len(p) for p in parts] == [3, 3, 4]
+    assert [x for part in parts for x in part] == list(items)
+
+
+def test_this_process_does_not_fork_once_jsii_runs(synthesized: Path) -> None:
+    assert "jsii" in sys.modules  # the session's synthesis started it
+    assert not can_fork()
+
+
+# --- the manifest, written as cdktf writes it -------------------------------------------------------------
+
+
+def test_stable_stringify_writes_cdktfs_manifest_byte_for_byte(synthesized: Path) -> None:
+    text = (synthesized / "manifest.json").read_text(encoding="utf-8")
+    assert stable_stringify(json.loads(text)) == text
+
+
+def test_stable_stringify_sorts_keys_and_opens_a_line_for_empty_lists() -> None:
+    value = {"b": [], "a": {"y": ["x", 1, None, True], "x": {}}}
+    expected = '{\n  "a": {\n    "x": {\n    },\n    "y": [\n      "x",\n      1,\n      null,\n      true\n    ]\n  },\n  "b": [\n  ]\n}'
+    assert stable_stringify(value) == expected
+
+
+# --- end to end -------------------------------------------------------------------------------------------
+
+
+def test_workers_write_exactly_what_one_process_writes(tmp_path: Path) -> None:
+    one = _main(*_fleet_args(tmp_path / "one"), workers="1")
+    assert one.returncode == 0, one.stderr
+    assert "processes" not in one.stdout
+    for workers in ("2", str(len(EXAMPLE_CLUSTERS))):
+        out = tmp_path / f"in-{workers}"
+        result = _main(*_fleet_args(out), workers=workers)
+        assert result.returncode == 0, result.stderr
+        assert f"synthesizing {len(EXAMPLE_CLUSTERS)} stacks in {workers} processes" in result.stdout
+        assert _files(out) == _files(tmp_path / "one")
+        # Every stack is reported once, whichever worker built it.
+        reported = sorted(
+            line.split()[1].rstrip(":") for line in result.stdout.splitlines() if line.startswith("[")
+        )
+        assert reported == sorted(EXAMPLE_CLUSTERS)
+
+
+def test_workers_leave_terraform_files_in_stack_folders_and_remove_stale_stacks(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert _main(*_fleet_args(out), workers="1").returncode == 0
+    name = EXAMPLE_CLUSTERS[0]
+    state = out / "stacks" / name / "terraform.tfstate"
+    state.write_text("{}")
+    stale = out / "stacks" / "gone"
+    stale.mkdir()
+    (stale / "cdk.tf.json").write_text(json.dumps({"//": {"metadata": {"stackName": "gone"}}}))
+    result = _main(*_fleet_args(out), workers="2")
+    assert result.returncode == 0, result.stderr
+    assert state.read_text() == "{}"
+    assert not stale.exists()
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".synth-")]
+
+
+_FAILING_WORKER = """
+import sys
+from themelio_gpu import cli
+from themelio_gpu.outputs import workers
+
+real_run_worker = workers._run_worker
+
+def run_worker(fleet, staging, messages):
+    # In the forked worker that got {name!r}: its synthesis breaks.
+    if any(plan.name == {name!r} for plan in fleet.clusters):
+        from themelio_gpu.outputs import app
+
+        def build_app(*args, **kwargs):
+            {failure}
+
+        app.build_app = build_app
+    real_run_worker(fleet, staging, messages)
+
+workers._run_worker = run_worker
+sys.exit(cli.synth_main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        ("raise RuntimeError('the bindings broke')", "RuntimeError: the bindings broke"),
+        ("import os; os._exit(9)", "worker exited with code 9"),  # killed, as by the OOM killer: no message
+    ],
+)
+def test_a_failed_worker_fails_synthesis_and_leaves_the_output_as_it_was(
+    tmp_path: Path, failure: str, message: str
+) -> None:
+    catalog, stacks = write_fleet(tmp_path, [cluster(name="alpha"), cluster(name="beta")])
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    script = tmp_path / "failing_main.py"
+    script.write_text(textwrap.dedent(_FAILING_WORKER).format(name="beta", failure=failure))
+    args = ["--catalog", str(catalog), "--stacks-dir", str(stacks), "--outdir", str(out), "--workers", "2"]
+    result = subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "synthesis failed in 1 of 2 worker processes" in result.stderr
+    assert message in result.stderr
+    # alpha's worker succeeded, but nothing is moved into place unless every worker did.
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
