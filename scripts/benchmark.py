@@ -477,6 +477,7 @@ def machine_info() -> dict[str, Any]:
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "cpu_count": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "python": platform.python_version(),
         "node": node_version,
         "platform": platform.platform(),
@@ -566,7 +567,10 @@ def ratio(numerator: Mapping[str, Any], denominator: Mapping[str, Any]) -> dict[
 
 
 def derive(
-    floors: Mapping[str, Mapping[str, Any]], example: Mapping[str, Any], sizes: Sequence[dict[str, Any]]
+    floors: Mapping[str, Mapping[str, Any]],
+    example: Mapping[str, Any],
+    sizes: Sequence[dict[str, Any]],
+    one_process: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The goals, as ratios within this run, and the per-cluster figures behind them.
 
@@ -619,6 +623,9 @@ def derive(
         "all_goals_met": all(g["ok"] for g in goals),
         "identical_output_across_repeats": all(s["output_identical_across_repeats"] for s in [example, *sizes]),
     }
+    if one_process is not None and small in by_size:
+        # Not a goal: the scaling of one process (--workers 1), beside the goal's figure with workers.
+        derived["scaling_one_process"] = ratio(one_process, by_size[small])
     fit = _slope([(int(s["clusters"]), float(s["wall_s_median"])) for s in sizes])
     if fit is not None:
         slope, intercept = fit
@@ -723,6 +730,18 @@ def render_table(result: Mapping[str, Any]) -> str:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("")
     lines.extend(render_goal(g) for g in derived["goals"])
+    workers = {int(s["clusters"]): int(s.get("workers", 1)) for s in sizes}
+    lines.append(
+        "processes per synthesis (automatic): "
+        + ", ".join(f"{n} cluster{'s' if n != 1 else ''}: {w}" for n, w in workers.items())
+    )
+    if "scaling_one_process" in derived:
+        d = derived["scaling_one_process"]
+        lines.append(
+            f"in one process (--workers 1): t({GOAL_SCALING_SIZES[1]} clusters) / t({GOAL_SCALING_SIZES[0]} cluster) = "
+            f"{d['median_of_paired']:.2f}; of medians {d['of_medians']:.2f}, of the fastest runs "
+            f"{d['of_fastest']:.2f}, of CPU times {d['of_cpu']:.2f}"
+        )
     if "marginal_s_per_cluster" in derived:
         line = (
             f"fit: {1000 * derived['marginal_s_per_cluster']:.0f} ms per cluster, fixed {derived['fitted_fixed_s']:.2f} s "
@@ -815,6 +834,16 @@ class Series:
         return result
 
 
+ONE_PROCESS = "one-process"
+
+
+def synthesis_workers(clusters: int) -> int:
+    """The processes `python main.py` uses for `clusters` clusters here (automatic, or as the environment asks)."""
+    from themelio_gpu.outputs.workers import WORKERS_ENV, requested_workers, usable_cpus, worker_count
+
+    return worker_count(clusters, requested_workers(os.environ.get(WORKERS_ENV)), usable_cpus(), True)
+
+
 def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, Any]:
     env = child_env()
     python = sys.executable
@@ -830,10 +859,16 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
 
     # Each goal's two commands run one after the other (either order), so a busy spell slows both.
     paired = [str(n) for n in GOAL_SCALING_SIZES if n in sizes]
+    large = GOAL_SCALING_SIZES[1]
+    # The largest fleet again in one process (--workers 1): how synthesis itself scales, without workers.
+    one_process = {ONE_PROCESS: synth(*fleets[large], f"out-{large}-one-process")} if str(large) in paired else {}
+    for item in one_process.values():
+        item.command += ["--workers", "1"]
     series: dict[str, Series] = {
         "cdktf": Series([python, "-c", CDKTF_IMPORT]),
         "example": synth(EXAMPLE_CATALOG, EXAMPLE_STACKS, "out-example"),
         **{n: synth(*fleets[int(n)], f"out-{n}") for n in paired},
+        **one_process,
         "app": Series([python, "-c", FLOOR_IMPORTS]),
         **{str(n): synth(*fleets[n], f"out-{n}") for n in sizes if str(n) not in paired},
     }
@@ -846,12 +881,18 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
 
     floors = {name: series[name].stats() for name in ("cdktf", "app")}
     example = series["example"].stats()
-    size_results = [{"clusters": n, **series[str(n)].stats(), "derived": {}} for n in sizes]
+    size_results = [
+        {"clusters": n, "workers": synthesis_workers(n), **series[str(n)].stats(), "derived": {}} for n in sizes
+    ]
+    one = series[ONE_PROCESS].stats() if ONE_PROCESS in series else None
+    if one is not None:
+        one.update(clusters=large, workers=1)
     return {
         "floors": floors,
         "example": example,
         "sizes": size_results,
-        "derived": derive(floors, example, size_results),
+        "one_process": one,
+        "derived": derive(floors, example, size_results, one),
     }
 
 
@@ -869,7 +910,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     result = {
-        "schema": 2,
+        "schema": 3,
         "machine": machine,
         "source_changed_during_run": source_digest() != machine["source_digest"],
         "settings": {

@@ -137,6 +137,24 @@ def test_each_goal_is_missed_on_its_own() -> None:
     assert "of the fastest runs 2.60, of CPU times 2.60" in benchmark().render_goal(goals["example"])
 
 
+def test_one_process_scaling_is_reported_beside_the_goal_not_as_it() -> None:
+    floors = {"cdktf": _figures(0.5, 0.5), "app": _figures(0.8, 0.8)}
+    sizes = [_size(1, 1.0, 1.0), _size(100, 2.8, 3.0)]
+    one_process = _size(100, 4.0, 4.4)
+    derived = benchmark().derive(floors, _figures(1.0, 1.0), sizes, one_process)
+    assert _goals(derived)["scaling"]["value"] == pytest.approx(2.9)
+    assert derived["scaling_one_process"]["median_of_paired"] == pytest.approx(4.2)
+    assert derived["all_goals_met"] is True
+
+
+def test_the_benchmark_counts_the_processes_main_py_would_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THEMELIO_SYNTH_WORKERS", "3")
+    assert benchmark().synthesis_workers(100) == 3
+    assert benchmark().synthesis_workers(1) == 1
+    monkeypatch.setenv("THEMELIO_SYNTH_WORKERS", "1")
+    assert benchmark().synthesis_workers(100) == 1
+
+
 def test_the_scaling_goal_needs_one_and_a_hundred_clusters() -> None:
     floors = {"cdktf": _figures(0.5), "app": _figures(0.8)}
     derived = benchmark().derive(floors, _figures(1.0), [_size(1, 1.0), _size(50, 2.0)])

@@ -12,6 +12,7 @@ is already running, as in the tests' own process, or where `fork` does not exist
 
 from __future__ import annotations
 
+import atexit
 import json
 import multiprocessing
 import os
@@ -103,6 +104,9 @@ def _run_worker(fleet: Fleet, staging: Path, messages: Connection) -> None:
         raise SystemExit(1) from None
     finally:
         messages.close()
+        # A forked process ends with os._exit, skipping atexit: run jsii's handler, which stops its node
+        # process and waits for it (else node outlives the worker, and its CPU time goes unaccounted).
+        atexit._run_exitfuncs()
 
 
 def synthesize_in_workers(
