@@ -31,7 +31,7 @@ class GpuClusterStack(TerraformStack):
     def __init__(self, scope: Construct, plan: ClusterPlan) -> None:
         super().__init__(scope, plan.name)
         cluster = plan.definition
-        self._providers(plan)
+        self._providers(plan)  # first: it sets the `terraform` override that configure_backend may add to
         configure_backend(self, cluster.name, cluster.backend)
 
         # Order: node labels, then the operator, then the DRA driver chart (where the operator does not manage
@@ -94,11 +94,15 @@ class GpuClusterStack(TerraformStack):
                 # Set as overrides: the typed bindings turn map keys to snake case (AWS_PROFILE -> aws_profile).
                 kubernetes.add_override("exec.0.env", literal(dict(plugin.env)))
                 helm.add_override("kubernetes.exec.env", literal(dict(plugin.env)))
-        self.add_override("terraform.required_version", plan.terraform_version)
+        # One override (one jsii round trip) for both; cdktf merges it into the terraform block key by key.
+        # It replaces any earlier `terraform.*` override, so it comes before the backend's (see __init__).
         self.add_override(
-            "terraform.required_providers",
+            "terraform",
             {
-                name: {"source": source, "version": version}
-                for name, source, version in (KUBERNETES_PROVIDER, HELM_PROVIDER)
+                "required_version": plan.terraform_version,
+                "required_providers": {
+                    name: {"source": source, "version": version}
+                    for name, source, version in (KUBERNETES_PROVIDER, HELM_PROVIDER)
+                },
             },
         )
