@@ -14,7 +14,8 @@ Then the per-call cost: `memoize_type_hints` gives a loaded bindings module a `t
 The bindings are pinned and archived upstream, so this layout will not move under us; a different installed
 version or layout stops with `BindingsLayoutError` (or a node error naming node_preload.js) instead of
 guessing. tests/test_provider_loading.py checks that the output is byte-identical to a full import.
-It sits beside cli.py, not in constructs/: every command runs it, and it imports nothing but the stdlib.
+It sits beside cli.py, not in constructs/: every command runs it, and it imports nothing but the stdlib
+(jsii only when providers.py, which has loaded it already, asks for the memoized type hints).
 """
 
 from __future__ import annotations
