@@ -31,12 +31,13 @@ from themelio_gpu import bindings_loader
 from themelio_gpu.bindings_loader import (
     KUBERNETES,
     NODE_PRELOAD,
+    TYPING_WITH_MEMOIZED_HINTS,
     Bindings,
     BindingsLayoutError,
     memoize_type_hints,
+    memoized_type_hints,
     node_options_with_preload,
     register_assembly,
-    typing_with_memoized_hints,
 )
 
 BINDING_PACKAGES = ("cdktf_cdktf_provider_kubernetes", "cdktf_cdktf_provider_helm")
@@ -244,7 +245,7 @@ def _binding_namespaces() -> dict[str, types.ModuleType]:
 
 def test_every_binding_module_providers_uses_gets_the_memoized_type_hints() -> None:
     for name, namespace in _binding_namespaces().items():
-        assert vars(namespace)["typing"] is typing_with_memoized_hints(), name
+        assert vars(namespace)["typing"] is TYPING_WITH_MEMOIZED_HINTS, name
 
 
 def test_a_binding_called_with_a_wrong_argument_type_still_raises_type_error() -> None:
@@ -260,7 +261,8 @@ def test_a_binding_called_with_a_wrong_argument_type_still_raises_type_error() -
 
 
 def test_the_memo_gives_every_stub_the_hints_typing_gives() -> None:
-    memo = typing_with_memoized_hints()
+    memo = TYPING_WITH_MEMOIZED_HINTS
+    assert memo.get_type_hints is memoized_type_hints
     stubs = [
         value
         for namespace in _binding_namespaces().values()
@@ -303,7 +305,7 @@ def test_type_hints_are_resolved_once_per_signature(monkeypatch: pytest.MonkeyPa
     def stub(scope: str, count: int | None = None) -> None: ...
 
     calls = _counting_get_type_hints(monkeypatch, __name__)
-    memo = typing_with_memoized_hints()
+    memo = TYPING_WITH_MEMOIZED_HINTS
     assert [memo.get_type_hints(stub) for _ in range(3)] == [
         {"scope": str, "count": int | None, "return": type(None)}
     ] * 3
@@ -314,7 +316,7 @@ def test_memoizing_a_module_twice_changes_nothing() -> None:
     import cdktf
 
     memoize_type_hints(cdktf)
-    assert vars(vars(cdktf)["_private"])["typing"] is typing_with_memoized_hints()
+    assert vars(vars(cdktf)["_private"])["typing"] is TYPING_WITH_MEMOIZED_HINTS
 
 
 def test_a_module_without_typing_is_a_clear_error() -> None:
@@ -334,7 +336,7 @@ def test_the_published_modules_namespace_is_the_one_memoized() -> None:
     private.typing = typing  # type: ignore[attr-defined]
     public._private = private  # type: ignore[attr-defined]
     memoize_type_hints(public)
-    assert vars(private)["typing"] is typing_with_memoized_hints()
+    assert vars(private)["typing"] is TYPING_WITH_MEMOIZED_HINTS
     assert "typing" not in vars(public)
 
 

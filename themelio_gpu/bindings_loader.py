@@ -14,8 +14,7 @@ Then the per-call cost: `memoize_type_hints` gives a loaded bindings module a `t
 The bindings are pinned and archived upstream, so this layout will not move under us; a different installed
 version or layout stops with `BindingsLayoutError` (or a node error naming node_preload.js) instead of
 guessing. tests/test_provider_loading.py checks that the output is byte-identical to a full import.
-It sits beside cli.py, not in constructs/: every command runs it, and it imports nothing but the stdlib
-(jsii only when providers.py, which has loaded it already, asks for the memoized type hints).
+It sits beside cli.py, not in constructs/: every command runs it, and it imports nothing but the stdlib.
 """
 
 from __future__ import annotations
@@ -116,6 +115,12 @@ def preload_into_node() -> None:
 # --- the bindings' argument checks -----------------------------------------------------------------------
 
 
+@functools.cache
+def memoized_type_hints(stub: Callable[..., typing.Any]) -> dict[str, typing.Any]:
+    """`typing.get_type_hints(stub)`, resolved once per stub (the result is shared: read it only)."""
+    return typing.get_type_hints(stub)
+
+
 class TypingWithMemoizedHints(types.ModuleType):
     """`typing`, except that `get_type_hints(stub)` resolves each stub once; all else is the real module's.
 
@@ -123,18 +128,19 @@ class TypingWithMemoizedHints(types.ModuleType):
     typing.get_type_hints(_typecheckingstub__<hash>)` and then `check_type(...)` per argument, and
     get_type_hints walks (and rebuilds) the stub's annotations on every call: about 3 ms of CPU per cluster.
     A stub's annotations are fixed once its module is loaded, so one resolution per stub gives the same
-    hints; the checks themselves still run on every call. Newer generated code calls jsii's runtime helper
-    `jsii._type_checking.cached_type_hints` instead (aws/jsii#5165, #5177); the archived bindings will never
-    be regenerated, so this gives their modules that helper in place of typing's.
+    hints; the checks themselves still run on every call. Newer generated code does the same through jsii's
+    runtime (`jsii._type_checking.cached_type_hints`, aws/jsii#5165, #5177); the archived bindings will never
+    be regenerated, and this module imports no jsii (every command loads it), hence this small copy.
     """
 
-    def __init__(self, get_type_hints: Callable[[Callable[..., typing.Any]], dict[str, typing.Any]]) -> None:
+    def __init__(self) -> None:
         super().__init__("typing", self.__doc__)
         # typing's own names, copied: the bindings read `typing.cast`, `typing.Optional`, ... about 800
         # times per cluster, and a miss that falls through to __getattr__ costs about as much as the memo
         # saves. They are the same objects (typing never rebinds them).
         vars(self).update({name: value for name, value in vars(typing).items() if not name.startswith("__")})
-        self.get_type_hints = get_type_hints
+        # Only the generated `get_type_hints(stub)` calls read it (no globalns, localns or include_extras).
+        self.get_type_hints = memoized_type_hints
 
     def __getattr__(self, name: str) -> object:
         return getattr(typing, name)  # anything else (the module's dunders), from typing itself
@@ -143,28 +149,18 @@ class TypingWithMemoizedHints(types.ModuleType):
         return f"<typing, with get_type_hints memoized by {__name__}>"
 
 
-@functools.cache
-def typing_with_memoized_hints() -> TypingWithMemoizedHints:
-    """The one proxy every bindings module shares (one memo)."""
-    try:
-        from jsii._type_checking import cached_type_hints
-    except ImportError:
-        raise BindingsLayoutError(
-            "jsii: the installed runtime has no jsii._type_checking.cached_type_hints (the memoized "
-            "typing.get_type_hints jsii 1.142 has); themelio_gpu/bindings_loader.py gives it to the "
-            "provider bindings' modules (memoize_type_hints)"
-        ) from None
-    return TypingWithMemoizedHints(cached_type_hints)
+TYPING_WITH_MEMOIZED_HINTS = TypingWithMemoizedHints()
+"""The one proxy every bindings module shares."""
 
 
 def memoize_type_hints(module: types.ModuleType) -> None:
-    """Make the loaded jsii bindings module use `typing_with_memoized_hints()` as its global `typing`."""
+    """Make the loaded jsii bindings module use TYPING_WITH_MEMOIZED_HINTS as its global `typing`."""
     # jsii-generated modules end with `publication.publish()`: the module imported by that name is then a
     # facade holding only `__all__`, and the module's own namespace (its functions' globals) `_private`.
     private = vars(module).get("_private")
     namespace = private if isinstance(private, types.ModuleType) else module
     current = vars(namespace).get("typing")
-    proxy = typing_with_memoized_hints()
+    proxy = TYPING_WITH_MEMOIZED_HINTS
     if current is proxy:
         return
     if current is not typing:
