@@ -1,8 +1,11 @@
-"""Loading only the provider bindings the stacks use (themelio_gpu/bindings_loader.py, lazy_bindings.js).
+"""Loading only the provider bindings the stacks use, cheaply (themelio_gpu/bindings_loader.py, node_preload.js).
 
-- the lazily loaded bindings synthesize exactly the bytes a full import does (both in fresh processes);
+- the lazily loaded bindings, with memoized type hints and without token stack traces, synthesize exactly
+  the bytes a full import without either does (both in fresh processes);
 - a bindings package that is not laid out as the loader assumes is a clear error, not a silent fallback;
-- the node preload gives the kubernetes bindings' index the same exports, loaded on first use;
+- the bindings' argument checks still run, with each signature's type hints resolved once;
+- the node preload gives the kubernetes bindings' index the same exports, loaded on first use, and cdktf's
+  tokens a placeholder creation stack unless THEMELIO_TOKEN_STACK_TRACES=1;
 - commands that do not synthesize never import cdktf or the bindings.
 """
 
@@ -13,7 +16,9 @@ import os
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
+import types
+import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +31,11 @@ from themelio_gpu import bindings_loader
 from themelio_gpu.bindings_loader import (
     KUBERNETES,
     NODE_PRELOAD,
+    TYPING_WITH_MEMOIZED_HINTS,
     Bindings,
     BindingsLayoutError,
+    memoize_type_hints,
+    memoized_type_hints,
     node_options_with_preload,
     register_assembly,
 )
@@ -77,13 +85,17 @@ def _fleet_using_every_binding_class(tmp_path: Path) -> tuple[Path, Path]:
     return write_fleet(tmp_path, clusters)
 
 
-# Run in a fresh interpreter: reports how many kubernetes binding submodules Python imported, and the
-# NODE_OPTIONS of the jsii node processes (read from /proc while they still run).
+# Run in a fresh interpreter: reports how many kubernetes binding submodules Python imported, whether cdktf's
+# argument checks use the memoized type hints, and the NODE_OPTIONS of the jsii node processes (read from
+# /proc while they still run). "full" is the bindings as shipped: the packages' own __init__ (so node starts
+# without the preload) and typing's own get_type_hints.
 SYNTH_SCRIPT = """
-import json, os, sys
+import json, os, sys, typing
 from pathlib import Path
 if sys.argv[1] == "full":
     import cdktf_cdktf_provider_kubernetes, cdktf_cdktf_provider_helm  # the packages' own __init__
+    import themelio_gpu.bindings_loader
+    themelio_gpu.bindings_loader.memoize_type_hints = lambda module: None
 from themelio_gpu.cli import synth_main
 code = synth_main(["--catalog", sys.argv[2], "--stacks-dir", sys.argv[3], "--outdir", sys.argv[4], "--quiet"])
 def node_options(pid):
@@ -92,14 +104,17 @@ def node_options(pid):
         yield from (e[13:].decode() for e in environ if e.startswith(b"NODE_OPTIONS="))
         yield from node_options(child)
 kubernetes = sorted(m for m in sys.modules if m.startswith("cdktf_cdktf_provider_kubernetes."))
-report = {"code": code, "kubernetes_modules": len(kubernetes), "node_options": list(node_options(os.getpid()))}
+memoized = sys.modules["cdktf"]._private.typing is not typing
+report = {"code": code, "kubernetes_modules": len(kubernetes), "memoized": memoized,
+          "node_options": list(node_options(os.getpid()))}
 print(json.dumps(report))
 """
 
 
 def _env_without_preload() -> dict[str, str]:
-    # Importing themelio_gpu put the preload in this process's NODE_OPTIONS; children choose for themselves.
-    return {k: v for k, v in os.environ.items() if k != "NODE_OPTIONS"}
+    # Importing themelio_gpu put the preload in this process's NODE_OPTIONS; children choose for themselves
+    # (and record token stacks only when a test asks).
+    return {k: v for k, v in os.environ.items() if k not in ("NODE_OPTIONS", "THEMELIO_TOKEN_STACK_TRACES")}
 
 
 def _synthesize(mode: str, catalog: Path, stacks: Path, out: Path) -> dict[str, Any]:
@@ -125,10 +140,13 @@ def test_lazily_loaded_bindings_synthesize_the_same_bytes_as_a_full_import(tmp_p
     lazy = _synthesize("lazy", catalog, stacks, tmp_path / "lazy")
     full = _synthesize("full", catalog, stacks, tmp_path / "full")
 
-    # Each run took the path it is meant to test: all 109 submodules and node's full index, or a handful.
+    # Each run took the path it is meant to test: all 109 submodules, node's full index (and its token
+    # stack traces) and typing's get_type_hints, or a handful of submodules, the preload and the memo.
     assert full["kubernetes_modules"] > 100
     assert full["node_options"] == []
+    assert full["memoized"] is False
     assert lazy["kubernetes_modules"] < 20
+    assert lazy["memoized"] is True
     assert len(lazy["node_options"]) == 2  # jsii's runtime and the kernel process it starts
     assert all(str(NODE_PRELOAD) in options for options in lazy["node_options"])
 
@@ -210,6 +228,118 @@ def test_the_pinned_kubernetes_bindings_are_the_installed_ones() -> None:
     assert version(KUBERNETES.distribution) == KUBERNETES.version
 
 
+# --- the bindings' argument checks, with memoized type hints --------------------------------------------
+
+
+def _binding_namespaces() -> dict[str, types.ModuleType]:
+    """The namespaces (publication's `_private`) of cdktf, constructs and each binding module providers uses."""
+    from themelio_gpu.constructs import providers
+
+    names = {"cdktf", "constructs"}
+    names |= {
+        v.__module__ for v in vars(providers).values() if isinstance(v, type) and "_provider_" in v.__module__
+    }
+    assert len(names) == 10  # cdktf, constructs and the eight submodules providers.py imports from
+    return {name: sys.modules[name]._private for name in sorted(names)}
+
+
+def test_every_binding_module_providers_uses_gets_the_memoized_type_hints() -> None:
+    for name, namespace in _binding_namespaces().items():
+        assert vars(namespace)["typing"] is TYPING_WITH_MEMOIZED_HINTS, name
+
+
+def test_a_binding_called_with_a_wrong_argument_type_still_raises_type_error() -> None:
+    import cdktf
+
+    from themelio_gpu.constructs.providers import NamespaceV1Metadata
+
+    with pytest.raises(TypeError, match=r"type of argument name must be one of \(str, NoneType\); got int"):
+        NamespaceV1Metadata(name=42)  # type: ignore[arg-type]  # the wrong type this test is about
+    with pytest.raises(TypeError, match=r"type of argument separator must be str; got int"):
+        cdktf.Fn.join(42, ["a"])  # type: ignore[arg-type]
+    assert NamespaceV1Metadata(name="gpu").name == "gpu"
+
+
+def test_the_memo_gives_every_stub_the_hints_typing_gives() -> None:
+    memo = TYPING_WITH_MEMOIZED_HINTS
+    assert memo.get_type_hints is memoized_type_hints
+    stubs = [
+        value
+        for namespace in _binding_namespaces().values()
+        for key, value in vars(namespace).items()
+        if key.startswith("_typecheckingstub__")
+    ]
+    assert len(stubs) > 800
+    for stub in stubs:
+        assert memo.get_type_hints(stub) == typing.get_type_hints(stub), stub.__qualname__
+        assert memo.get_type_hints(stub) is memo.get_type_hints(stub)
+    # Everything else is the real typing module's.
+    names = [name for name in dir(typing) if not name.startswith("__") and name != "get_type_hints"]
+    assert "cast" in names and "Optional" in names
+    assert [name for name in names if getattr(memo, name) is not getattr(typing, name)] == []
+    assert memo.__file__ == typing.__file__
+
+
+def _counting_get_type_hints(monkeypatch: pytest.MonkeyPatch, module_prefix: str) -> list[object]:
+    """Replace typing.get_type_hints with one recording each call for an object of the given module."""
+    calls: list[object] = []
+    real = typing.get_type_hints
+
+    def counting(obj: Callable[..., object], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if getattr(obj, "__module__", "").startswith(module_prefix):
+            calls.append(obj)
+        return real(obj, *args, **kwargs)
+
+    monkeypatch.setattr(typing, "get_type_hints", counting)
+    return calls
+
+
+def test_type_hints_are_resolved_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    from themelio_gpu.constructs.providers import NamespaceV1Metadata
+
+    calls = _counting_get_type_hints(monkeypatch, "cdktf_cdktf_provider_kubernetes.namespace_v1")
+    for name in ("a", "b", "c"):
+        NamespaceV1Metadata(name=name)
+    assert len(calls) <= 1  # none if an earlier test resolved it already; typing's own would be three
+
+    def stub(scope: str, count: int | None = None) -> None: ...
+
+    calls = _counting_get_type_hints(monkeypatch, __name__)
+    memo = TYPING_WITH_MEMOIZED_HINTS
+    assert [memo.get_type_hints(stub) for _ in range(3)] == [
+        {"scope": str, "count": int | None, "return": type(None)}
+    ] * 3
+    assert calls == [stub]
+
+
+def test_memoizing_a_module_twice_changes_nothing() -> None:
+    import cdktf
+
+    memoize_type_hints(cdktf)
+    assert vars(vars(cdktf)["_private"])["typing"] is TYPING_WITH_MEMOIZED_HINTS
+
+
+def test_a_module_without_typing_is_a_clear_error() -> None:
+    with pytest.raises(BindingsLayoutError, match=r"^not_a_binding: no global `typing`\. .*memoize_type_hints"):
+        memoize_type_hints(types.ModuleType("not_a_binding"))
+
+
+def test_a_module_whose_typing_is_another_module_is_a_clear_error() -> None:
+    module = types.ModuleType("other_typing")
+    module.typing = types.ModuleType("typing")  # type: ignore[attr-defined]
+    with pytest.raises(BindingsLayoutError, match=r"^other_typing: `typing` is <module 'typing'>, not the typing"):
+        memoize_type_hints(module)
+
+
+def test_the_published_modules_namespace_is_the_one_memoized() -> None:
+    public, private = types.ModuleType("published"), types.ModuleType("published")
+    private.typing = typing  # type: ignore[attr-defined]
+    public._private = private  # type: ignore[attr-defined]
+    memoize_type_hints(public)
+    assert vars(private)["typing"] is TYPING_WITH_MEMOIZED_HINTS
+    assert "typing" not in vars(public)
+
+
 # --- NODE_OPTIONS --------------------------------------------------------------------------------------
 
 
@@ -221,8 +351,8 @@ def test_node_options_keep_the_users_own_and_add_the_preload_once() -> None:
 
 
 def test_node_options_quote_a_path_with_spaces_and_quotes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bindings_loader, "NODE_PRELOAD", Path('/opt/my "apps"/lazy_bindings.js'))
-    assert node_options_with_preload("") == '--require "/opt/my \\"apps\\"/lazy_bindings.js"'
+    monkeypatch.setattr(bindings_loader, "NODE_PRELOAD", Path('/opt/my "apps"/node_preload.js'))
+    assert node_options_with_preload("") == '--require "/opt/my \\"apps\\"/node_preload.js"'
 
 
 # --- the node preload, on the real index.js of the pinned kubernetes bindings ----------------------------
@@ -297,7 +427,7 @@ def test_preload_rejects_an_index_it_does_not_know(
     result = _run_node("--require", str(NODE_PRELOAD), "-e", NODE_CHECK, str(tmp_path))
     assert result.returncode != 0
     assert 'unexpected line "exports.extra = compute();"' in result.stderr
-    assert "lazy_bindings.js only knows a generated index" in result.stderr
+    assert "node_preload.js only knows a generated index" in result.stderr
 
 
 def test_preload_leaves_other_files_alone(tmp_path: Path) -> None:
@@ -305,6 +435,95 @@ def test_preload_leaves_other_files_alone(tmp_path: Path) -> None:
     script = f"console.log(require({json.dumps(str(tmp_path / 'index.js'))}).answer)"
     result = _run_node("--require", str(NODE_PRELOAD), "-e", script)
     assert (result.returncode, result.stdout.strip()) == (0, "42"), result.stderr
+
+
+# --- the node preload, on the real stack-trace.js of cdktf 0.21.0 -----------------------------------------
+
+STACK_TRACE_CHECK = """
+const path = require("path");
+const file = path.join(process.argv[1], "node_modules", "cdktf", "lib", "tokens", "private", "stack-trace.js");
+console.log(JSON.stringify(require(file).captureStackTrace()));
+"""
+NOT_RECORDED = (
+    "(token creation stacks are not recorded: set THEMELIO_TOKEN_STACK_TRACES=1 to record them, "
+    "see themelio_gpu/node_preload.js)"
+)
+
+
+@pytest.fixture(scope="module")
+def cdktf_stack_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """node_modules with cdktf's real lib/tokens/private/stack-trace.js, from the assembly jsii loads."""
+    import cdktf._jsii as jsii_module
+
+    root = tmp_path_factory.mktemp("cdktf")
+    private = root / "node_modules" / "cdktf" / "lib" / "tokens" / "private"
+    private.mkdir(parents=True)
+    with tarfile.open(Path(jsii_module.__file__).parent / "cdktf@0.21.0.jsii.tgz") as archive:
+        member = archive.extractfile("package/lib/tokens/private/stack-trace.js")
+        assert member is not None
+        (private / "stack-trace.js").write_bytes(member.read())
+    return root
+
+
+def _stack_trace(root: Path, preload: bool, **env: str) -> list[str]:
+    command = [binary("node"), *(["--require", str(NODE_PRELOAD)] if preload else []), "-e", STACK_TRACE_CHECK]
+    result = subprocess.run(
+        [*command, str(root)], env=_env_without_preload() | env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    stack: list[str] = json.loads(result.stdout)
+    return stack
+
+
+def test_preload_replaces_cdktfs_token_stack_traces_with_a_placeholder(cdktf_stack_trace: Path) -> None:
+    assert _stack_trace(cdktf_stack_trace, preload=True) == [NOT_RECORDED]
+    assert _stack_trace(cdktf_stack_trace, preload=True, THEMELIO_TOKEN_STACK_TRACES="0") == [NOT_RECORDED]
+
+
+@pytest.mark.parametrize("preload", [False, True], ids=["without preload", "THEMELIO_TOKEN_STACK_TRACES=1"])
+def test_token_stack_traces_are_recorded_without_the_preload_or_when_asked(
+    cdktf_stack_trace: Path, preload: bool
+) -> None:
+    stack = _stack_trace(cdktf_stack_trace, preload=preload, THEMELIO_TOKEN_STACK_TRACES="1")
+    assert len(stack) > 1 and NOT_RECORDED not in stack
+    assert any("[eval]" in frame for frame in stack)  # the caller: the -e script
+
+
+def test_preload_rejects_a_stack_trace_module_it_does_not_know(cdktf_stack_trace: Path, tmp_path: Path) -> None:
+    relative = Path("node_modules", "cdktf", "lib", "tokens", "private", "stack-trace.js")
+    (tmp_path / relative).parent.mkdir(parents=True)
+    content = (cdktf_stack_trace / relative).read_text()
+    # The file ends in a source map comment without a newline.
+    (tmp_path / relative).write_text(content + "\nexports.captureStackTraceLimit = 10;\n")
+    result = _run_node("--require", str(NODE_PRELOAD), "-e", STACK_TRACE_CHECK, str(tmp_path))
+    assert result.returncode != 0
+    assert f'{tmp_path / relative}: exports ["captureStackTrace","captureStackTraceLimit"]' in result.stderr
+    assert "node_preload.js only knows cdktf 0.21.0's stack-trace.js" in result.stderr
+
+
+TOKEN_SCRIPT = """
+import json
+import themelio_gpu  # the node preload, before cdktf starts node
+import cdktf
+print(json.dumps(cdktf.Token.as_any("value").creation_stack))
+"""
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["default", "THEMELIO_TOKEN_STACK_TRACES=1"])
+def test_a_cdktf_tokens_creation_stack_in_the_app(recorded: bool) -> None:
+    env = _env_without_preload() | ({"THEMELIO_TOKEN_STACK_TRACES": "1"} if recorded else {})
+    result = subprocess.run(
+        [sys.executable, "-c", TOKEN_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    stack = json.loads(result.stdout.splitlines()[-1])
+    if recorded:
+        assert (
+            stack[0].startswith("new Intrinsic (")
+            and "node_modules/cdktf/lib/tokens/private/intrinsic.js" in stack[0]
+        )
+    else:
+        assert stack == [NOT_RECORDED]
 
 
 # --- commands that do not synthesize --------------------------------------------------------------------

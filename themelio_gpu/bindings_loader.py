@@ -6,22 +6,29 @@ node require all 84 MB of the package's JavaScript (about 0.7 s). Both are avoid
 - Python: `register_assembly` registers the assembly as that `__init__` does, through the package's
   `_jsii` module (which calls `jsii.JSIIAssembly.load`), without running the `__init__`; providers.py then
   imports only the submodules it names.
-- node: `preload_into_node` adds lazy_bindings.js to NODE_OPTIONS before jsii starts node (themelio_gpu's
-  `__init__` calls it, ahead of any cdktf import); it turns the package's index of `require`s into getters.
+- node: `preload_into_node` adds node_preload.js to NODE_OPTIONS before jsii starts node (themelio_gpu's
+  `__init__` calls it, ahead of any cdktf import); it turns the package's index of `require`s into getters
+  (and stops cdktf capturing a stack trace for every token it creates, see node_preload.js).
+Then the per-call cost: `memoize_type_hints` gives a loaded bindings module a `typing` whose
+`get_type_hints` resolves each type-checking stub once (see there).
 The bindings are pinned and archived upstream, so this layout will not move under us; a different installed
-version or layout stops with `BindingsLayoutError` (or a node error naming lazy_bindings.js) instead of
+version or layout stops with `BindingsLayoutError` (or a node error naming node_preload.js) instead of
 guessing. tests/test_provider_loading.py checks that the output is byte-identical to a full import.
 It sits beside cli.py, not in constructs/: every command runs it, and it imports nothing but the stdlib.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-NODE_PRELOAD = Path(__file__).with_name("lazy_bindings.js")
+NODE_PRELOAD = Path(__file__).with_name("node_preload.js")
 
 
 class BindingsLayoutError(RuntimeError):
@@ -91,7 +98,7 @@ def register_assembly(bindings: Bindings) -> None:
 
 
 def node_options_with_preload(node_options: str | None) -> str:
-    """NODE_OPTIONS with `--require <lazy_bindings.js>` added once (the user's own options kept)."""
+    """NODE_OPTIONS with `--require <node_preload.js>` added once (the user's own options kept)."""
     quoted = '"' + str(NODE_PRELOAD).replace("\\", "\\\\").replace('"', '\\"') + '"'
     option = f"--require {quoted}"
     current = (node_options or "").strip()
@@ -101,5 +108,67 @@ def node_options_with_preload(node_options: str | None) -> str:
 
 
 def preload_into_node() -> None:
-    """Make the jsii node process load lazy_bindings.js; only has an effect before jsii starts node."""
+    """Make the jsii node process load node_preload.js; only has an effect before jsii starts node."""
     os.environ["NODE_OPTIONS"] = node_options_with_preload(os.environ.get("NODE_OPTIONS"))
+
+
+# --- the bindings' argument checks -----------------------------------------------------------------------
+
+
+@functools.cache
+def memoized_type_hints(stub: Callable[..., typing.Any]) -> dict[str, typing.Any]:
+    """`typing.get_type_hints(stub)`, resolved once per stub (the result is shared: read it only)."""
+    return typing.get_type_hints(stub)
+
+
+class TypingWithMemoizedHints(types.ModuleType):
+    """`typing`, except that `get_type_hints(stub)` resolves each stub once; all else is the real module's.
+
+    Every generated method, constructor and struct of these bindings runs `if __debug__: type_hints =
+    typing.get_type_hints(_typecheckingstub__<hash>)` and then `check_type(...)` per argument, and
+    get_type_hints walks (and rebuilds) the stub's annotations on every call: about 3 ms of CPU per cluster.
+    A stub's annotations are fixed once its module is loaded, so one resolution per stub gives the same
+    hints; the checks themselves still run on every call. Newer generated code does the same through jsii's
+    runtime (`jsii._type_checking.cached_type_hints`, aws/jsii#5165, #5177); the archived bindings will never
+    be regenerated, and this module imports no jsii (every command loads it), hence this small copy.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("typing", self.__doc__)
+        # typing's own names, copied: the bindings read `typing.cast`, `typing.Optional`, ... about 800
+        # times per cluster, and a miss that falls through to __getattr__ costs about as much as the memo
+        # saves. They are the same objects (typing never rebinds them).
+        vars(self).update({name: value for name, value in vars(typing).items() if not name.startswith("__")})
+        # Only the generated `get_type_hints(stub)` calls read it (no globalns, localns or include_extras).
+        self.get_type_hints = memoized_type_hints
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(typing, name)  # anything else (the module's dunders), from typing itself
+
+    def __repr__(self) -> str:
+        return f"<typing, with get_type_hints memoized by {__name__}>"
+
+
+TYPING_WITH_MEMOIZED_HINTS = TypingWithMemoizedHints()
+"""The one proxy every bindings module shares."""
+
+
+def memoize_type_hints(module: types.ModuleType) -> None:
+    """Make the loaded jsii bindings module use TYPING_WITH_MEMOIZED_HINTS as its global `typing`."""
+    # jsii-generated modules end with `publication.publish()`: the module imported by that name is then a
+    # facade holding only `__all__`, and the module's own namespace (its functions' globals) `_private`.
+    private = vars(module).get("_private")
+    namespace = private if isinstance(private, types.ModuleType) else module
+    current = vars(namespace).get("typing")
+    proxy = TYPING_WITH_MEMOIZED_HINTS
+    if current is proxy:
+        return
+    if current is not typing:
+        found = "no global `typing`" if current is None else f"`typing` is {current!r}, not the typing module"
+        raise BindingsLayoutError(
+            f"{namespace.__name__}: {found}. themelio_gpu/bindings_loader.py (memoize_type_hints) replaces the "
+            "module-global `typing` of jsii-generated bindings, whose argument checks call "
+            "typing.get_type_hints; check that the module is such a binding and that "
+            "tests/test_provider_loading.py passes"
+        )
+    namespace.typing = proxy  # type: ignore[attr-defined]  # the global the module's functions read

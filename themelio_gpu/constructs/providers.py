@@ -7,12 +7,18 @@ move to locally generated bindings (`cdktf provider add hashicorp/kubernetes --f
 Terrain fork a change in one file. The versions are the providers the pinned bindings were built from.
 
 The packages' `__init__` (which imports every submodule) is not run: bindings_loader.py registers their
-jsii assemblies first. To use another binding class, add it to the imports at the end: one line.
+jsii assemblies first. To use another binding class, add it to the imports below: one line (its module
+then gets the memoized type hints at the end too).
 """
 
 from __future__ import annotations
 
-from themelio_gpu.bindings_loader import HELM, KUBERNETES, register_assembly
+import sys
+
+import cdktf
+
+import constructs
+from themelio_gpu.bindings_loader import HELM, KUBERNETES, memoize_type_hints, register_assembly
 
 # Fully qualified sources: the bindings emit bare `kubernetes`/`helm`, which OpenTofu resolves against its
 # own registry namespace rather than HashiCorp's.
@@ -32,3 +38,15 @@ from cdktf_cdktf_provider_kubernetes.manifest import Manifest, ManifestFieldMana
 from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
 from cdktf_cdktf_provider_kubernetes.node_taint import NodeTaint, NodeTaintMetadata, NodeTaintTaint
 from cdktf_cdktf_provider_kubernetes.provider import KubernetesProvider, KubernetesProviderExec
+
+# The bindings' argument checks resolve their type hints once per signature (bindings_loader.py): in cdktf,
+# constructs and every binding submodule imported above.
+_BINDING_MODULES = sorted(
+    {
+        value.__module__
+        for value in list(globals().values())
+        if isinstance(value, type) and value.__module__.partition(".")[0] in (KUBERNETES.package, HELM.package)
+    }
+)
+for _module in (cdktf, constructs, *(sys.modules[name] for name in _BINDING_MODULES)):
+    memoize_type_hints(_module)
