@@ -117,6 +117,7 @@ def synthesize_in_workers(
     context = multiprocessing.get_context("fork")
     by_name = {plan.name: plan for plan in fleet.clusters}
     workers: list[_Worker] = []
+    succeeded = False
     # The loaded fleet stays alive in every worker: frozen, their garbage collections never walk it (nor
     # touch its pages, which stay shared with this process). Python's gc docs recommend this before fork().
     gc.freeze()
@@ -130,15 +131,18 @@ def synthesize_in_workers(
             workers.append(_Worker(process, receiver, staging))
         _collect(workers, by_name, on_stack)
         failed = [w for w in workers if not w.done]
+        for worker in failed:
+            worker.process.join()  # for its exit code
         if failed:
             details = "\n".join(w.failure or f"worker exited with code {w.process.exitcode}" for w in failed)
             raise RuntimeError(f"synthesis failed in {len(failed)} of {count} worker processes:\n{details}")
         _move_into_place(target, [w.staging for w in workers], [plan.name for plan in fleet.clusters])
+        succeeded = True
     finally:
         gc.unfreeze()
         for worker in workers:
-            if worker.process.is_alive():
-                worker.process.kill()
+            if not succeeded and worker.process.is_alive():
+                worker.process.kill()  # interrupted, or another worker failed: stop it
             worker.process.join()
             worker.messages.close()
             shutil.rmtree(worker.staging, ignore_errors=True)
@@ -164,9 +168,8 @@ def _collect(
                 worker.done = True
             elif kind == "failed":
                 worker.failure = value
-    for worker in workers:
-        worker.process.join()
-        worker.done = worker.done and worker.process.exitcode == 0
+    # Not joined here: a worker that said "done" has written everything, and stopping its node process
+    # (about 30 ms) overlaps the move into place. The caller joins every worker at the end.
 
 
 def _move_into_place(target: Path, stagings: Sequence[Path], names: Sequence[str]) -> None:
