@@ -94,8 +94,15 @@ def test_chunks_keep_the_fleet_order_and_cover_every_cluster() -> None:
 
 
 def test_this_process_does_not_fork_once_jsii_runs(synthesized: Path) -> None:
-    assert "jsii" in sys.modules  # the session's synthesis started it
+    assert "cdktf._jsii" in sys.modules  # the session's synthesis loaded the assembly (and started node)
     assert not can_fork()
+
+
+def test_a_process_that_only_imported_jsii_can_fork() -> None:
+    # jsii's node process starts with the first assembly; the parent imports jsii itself before forking.
+    code = "import jsii; from themelio_gpu.outputs.workers import can_fork; print(can_fork())"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "True"
 
 
 # --- the manifest, written as cdktf writes it -------------------------------------------------------------

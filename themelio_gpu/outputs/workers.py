@@ -65,8 +65,10 @@ def usable_cpus() -> int:
 
 
 def can_fork() -> bool:
-    # A process that has imported jsii may already run its node process, which a fork would share.
-    return "fork" in multiprocessing.get_all_start_methods() and "jsii" not in sys.modules
+    # jsii starts its node process when the first assembly loads, which each package's `_jsii` module does:
+    # once one has, a fork would share that node process.
+    loaded = any(name.endswith("._jsii") for name in sys.modules)
+    return "fork" in multiprocessing.get_all_start_methods() and not loaded
 
 
 def worker_count(clusters: int, requested: int | None, cpus: int, forkable: bool) -> int:
@@ -120,6 +122,10 @@ def synthesize_in_workers(
     succeeded = False
     # The loaded fleet stays alive in every worker: frozen, their garbage collections never walk it (nor
     # touch its pages, which stay shared with this process). Python's gc docs recommend this before fork().
+    # jsii's Python runtime (about 0.1 s to import, and no node process until an assembly loads) is
+    # imported once here rather than in every worker.
+    import jsii  # noqa: F401
+
     gc.freeze()
     try:
         for chunk in chunks(fleet.clusters, count):
