@@ -120,12 +120,12 @@ def synthesize_in_workers(
     by_name = {plan.name: plan for plan in fleet.clusters}
     workers: list[_Worker] = []
     succeeded = False
-    # The loaded fleet stays alive in every worker: frozen, their garbage collections never walk it (nor
-    # touch its pages, which stay shared with this process). Python's gc docs recommend this before fork().
     # jsii's Python runtime (about 0.1 s to import, and no node process until an assembly loads) is
     # imported once here rather than in every worker.
     import jsii  # noqa: F401
 
+    # The loaded fleet stays alive in every worker: frozen, their garbage collections never walk it (nor
+    # touch its pages, which stay shared with this process). Python's gc docs recommend this before fork().
     gc.freeze()
     try:
         for chunk in chunks(fleet.clusters, count):
