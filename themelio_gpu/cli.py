@@ -36,6 +36,7 @@ from themelio_gpu.outputs.workers import (
     CLUSTERS_PER_WORKER,
     MAX_AUTOMATIC_WORKERS,
     WORKERS_ENV,
+    WorkerFailedError,
     WorkersSettingError,
     requested_workers,
 )
@@ -105,6 +106,10 @@ def report_input_errors(run: Callable[[], int]) -> int:
     except WorkersSettingError as error:
         print(f"{error}; nothing was written.", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except WorkerFailedError as error:
+        # The workers' own tracebacks are the message; this process's would only show where it waited.
+        print(error, file=sys.stderr)
+        return EXIT_FAILED
     except OSError as error:
         # An output folder that cannot be written, a file that vanished: say which and why.
         print(f"{error.filename or ''}: {error.strerror or error}", file=sys.stderr)
@@ -155,7 +160,8 @@ def synth_main(argv: Sequence[str]) -> int:
         prog="main.py",
         description="Synthesize one Terraform stack per cluster into <outdir>/stacks/<cluster>/cdk.tf.json. "
         "Other commands: python -m themelio_gpu --help",
-        epilog="exit codes: 0 written, 2 bad input (every problem is listed; nothing is written)",
+        epilog="exit codes: 0 written, 1 a synthesis worker process failed (the output is as it was), "
+        "2 bad input (every problem is listed; nothing is written)",
     )
     _synth_parser(parser)
     _add_version_flag(parser)

@@ -38,6 +38,10 @@ MAX_AUTOMATIC_WORKERS = 4
 _STAGING_PREFIX = ".synth-"
 
 
+class WorkerFailedError(RuntimeError):
+    """A worker failed or died; the output folder was left as it was. The message holds their errors."""
+
+
 class WorkersSettingError(ValueError):
     """THEMELIO_SYNTH_WORKERS or --workers holds something other than a positive number or `auto`."""
 
@@ -141,7 +145,10 @@ def synthesize_in_workers(
             worker.process.join()  # for its exit code
         if failed:
             details = "\n".join(w.failure or f"worker exited with code {w.process.exitcode}" for w in failed)
-            raise RuntimeError(f"synthesis failed in {len(failed)} of {count} worker processes:\n{details}")
+            raise WorkerFailedError(
+                f"synthesis failed in {len(failed)} of {count} worker processes; the output folder is as it was "
+                f"(--workers 1 synthesizes in one process):\n{details}"
+            )
         _move_into_place(target, [w.staging for w in workers], [plan.name for plan in fleet.clusters])
         succeeded = True
     finally:
