@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from cdktf import App
+from themelio_gpu.kernel_channel import use_direct_channel
 
-from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet
+# Before cdktf, whose import starts jsii's node process: see kernel_channel.py.
+use_direct_channel()
+
+from cdktf import App  # noqa: E402
+
+from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack  # noqa: E402
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet  # noqa: E402
 
 
 def build_app(
