@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from themelio_gpu.kernel_channel import single_threaded_kernel
 from themelio_gpu.outputs.stack_folders import MANIFEST, STACKS_FOLDER
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 
@@ -101,6 +102,8 @@ class _Worker:
 def _run_worker(fleet: Fleet, staging: Path, messages: Connection) -> None:
     """In the forked process: synthesize this chunk's stacks into `staging`, reporting each one built."""
     try:
+        # The workers keep every CPU busy: V8's helper threads would only compete with the other workers.
+        single_threaded_kernel()
         from themelio_gpu.outputs.app import build_app
 
         app = build_app(fleet, staging, lambda plan: messages.send(("built", plan.name)))
