@@ -26,7 +26,7 @@ class DeviceClasses:
     ) -> None:
         # The selector and annotation carry catalog text: literal() keeps it out of Terraform's templates.
         each_class = TerraformIterator.from_map(
-            shared_map({c.name: literal(device_class_manifest(c)) for c in classes})
+            shared_map({c.name: device_class_manifest(c) for c in classes}, literal)
         )
         self.manifest = Manifest(
             stack,

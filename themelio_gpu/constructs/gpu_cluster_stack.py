@@ -51,7 +51,7 @@ class GpuClusterStack(TerraformStack):
         outputs.update(CatalogOutputs(self, plan).outputs)
         # Outputs are plain JSON: one override writes them all, instead of one jsii object (round trip) each.
         self.add_override(
-            "output", {name: {"value": shared_value(literal(v))} for name, v in sorted(outputs.items())}
+            "output", {name: {"value": shared_value(v, literal)} for name, v in sorted(outputs.items())}
         )
 
     def prepare_stack(self) -> None:

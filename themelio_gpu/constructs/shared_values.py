@@ -15,30 +15,36 @@ from typing import Any
 from cdktf import Token
 
 # Per process, as cdktf's tokens are (they live as long as the jsii node process). None: seen once.
-_tokens: dict[tuple[str, str], Any] = {}
+_tokens: dict[tuple[str, Callable[[Any], Any], str], Any] = {}
 
 
-def _shared(kind: str, value: Any, as_token: Callable[[Any], Any]) -> Any:
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _shared(kind: str, value: Any, as_token: Callable[[Any], Any], prepare: Callable[[Any], Any]) -> Any:
+    # Keyed by the value as given: `prepare` (e.g. literal()) runs only for the stacks that pass the value.
     try:
-        key = (kind, json.dumps(value, sort_keys=True))
+        key = (kind, prepare, json.dumps(value, sort_keys=True))
     except TypeError:
-        return value  # holds jsii objects (references to resources): nothing to share
+        return prepare(value)  # holds jsii objects (references to resources): nothing to share
     if key not in _tokens:
         _tokens[key] = None  # the first stack passes the value itself: a value one stack uses costs no token
-        return value
+        return prepare(value)
     if _tokens[key] is None:
-        _tokens[key] = as_token(value)
+        _tokens[key] = as_token(prepare(value))
     return _tokens[key]
 
 
-def shared_value(value: Any) -> Any:
-    """`value` for the first stack that passes it, then one token (an IResolvable) holding it."""
-    return _shared("any", value, Token.as_any)
+def shared_value(value: Any, prepare: Callable[[Any], Any] = _as_is) -> Any:
+    """`prepare(value)` for the first stack that passes it, then one token (an IResolvable) holding it."""
+    return _shared("any", value, Token.as_any, prepare)
 
 
-def shared_map(value: Mapping[str, Any]) -> Mapping[str, Any]:
-    """`value` for the first stack that passes it, then one token encoded as a map (for map arguments)."""
-    result: Mapping[str, Any] = _shared("map", value, Token.as_any_map)
+def shared_map(value: Mapping[str, Any], prepare: Callable[[Any], Any] = _as_is) -> Mapping[str, Any]:
+    """`prepare(value)` for the first stack that passes it, then one token encoded as a map (for map
+    arguments)."""
+    result: Mapping[str, Any] = _shared("map", value, Token.as_any_map, prepare)
     return result
 
 
