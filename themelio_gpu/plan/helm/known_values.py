@@ -324,8 +324,15 @@ def _plain(value: Any, path: str) -> Any:
 
 def render_values_yaml(values: Mapping[str, Any]) -> str:
     """Deterministic block-style YAML: sorted keys, no aliases, type-preserving string quoting, final newline."""
+    # Plain values are JSON (string keys, exact scalar types), so their JSON text keys the rendering: the
+    # clusters of a fleet mostly share their releases' values.
+    return _yaml_of_plain_json(json.dumps(_plain(values, ""), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _yaml_of_plain_json(text: str) -> str:
     return yaml.dump(
-        _plain(values, ""),
+        json.loads(text),
         Dumper=_ValuesDumper,
         sort_keys=True,
         default_flow_style=False,
