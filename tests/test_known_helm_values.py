@@ -526,6 +526,12 @@ def test_render_normalises_subclasses() -> None:
     assert render_values_yaml({"m": Mode.ON, "c": Count.ONE, "t": ("a",)}) == 'c: 1\nm: "true"\nt:\n- a\n'
 
 
+def test_render_memo_tells_equal_values_of_other_types_apart() -> None:
+    # 1 == 1.0 == True in Python: renderings are memoized by the values' JSON text, which keeps them apart.
+    rendered = [render_values_yaml({"k": v}) for v in (1, 1.0, True, "1", 1, True)]
+    assert rendered == ["k: 1\n", "k: 1.0\n", "k: true\n", 'k: "1"\n', "k: 1\n", "k: true\n"]
+
+
 _render_keys = st.text(max_size=8)
 _render_scalars = (
     st.none()

@@ -52,3 +52,23 @@ def test_values_holding_jsii_objects_are_passed_as_they_are(monkeypatch: pytest.
     assert shared_values.shared_value(value) is value
     assert shared_values.shared_value(value) is value
     assert shared_values._tokens == {}
+
+
+def test_prepare_runs_only_for_the_stacks_that_pass_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from themelio_gpu.constructs.literal import literal
+
+    monkeypatch.setattr(shared_values, "_tokens", {})
+    prepared: list[Any] = []
+
+    def escape(value: Any) -> Any:
+        prepared.append(value)
+        return literal(value)
+
+    value = {"description": "${not a reference}"}
+    first = shared_values.shared_value(value, escape)
+    assert first == {"description": "$${not a reference}"}
+    second = shared_values.shared_value(value, escape)  # the token, holding the escaped value
+    assert second is shared_values.shared_value(dict(value), escape)  # the third stack: no escaping
+    assert len(prepared) == 2
+    # The same value passed as it is is another value: it never gets the escaped one's token.
+    assert shared_values.shared_value(value) is value
