@@ -108,6 +108,21 @@ def test_what_pyyaml_treats_specially_is_left_to_it(text: str) -> None:
         yaml_input._plain_data(loader.get_single_node(), loader)
 
 
+# Well-formed single documents, shallow enough for repr().
+COMPOSABLE = [
+    t
+    for k, t in TRICKY.items()
+    if k not in ("too deep", "mapping too deep", "two documents", "syntax error", "tab")
+]
+
+
+@pytest.mark.parametrize("text", [p.read_text(encoding="utf-8") for p in FIXTURE_YAML] + COMPOSABLE)
+def test_nodes_get_the_tags_pyyaml_gives_them(text: str) -> None:
+    """The loader remembers the tag each scalar resolved to (`_resolved_tag`): the same tree as plain PyYAML's."""
+    mine = yaml_input._UniqueKeyLoader(text).get_single_node()
+    assert repr(mine) == repr(yaml.compose(text, Loader=yaml.SafeLoader))
+
+
 def test_an_alias_is_the_same_object_as_its_anchor() -> None:
     """As PyYAML builds it; a copy per alias (what building each node as found would do) is not the same."""
     document = yaml_input.parse_yaml_document("a: &x [1]\nb: *x\n", "f.yaml", Problems())

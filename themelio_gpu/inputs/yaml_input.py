@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import re
 import types
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -32,6 +33,19 @@ class _UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
 
     Plain PyYAML keeps the last of two equal keys, so a pasted offering would silently replace another.
     """
+
+    def resolve(self, kind: Any, value: str | None, implicit: Any) -> str:
+        return _resolved_tag(kind, value, implicit)
+
+
+_RESOLVER = yaml.resolver.Resolver()
+
+
+# The tag a node gets depends only on these arguments (SafeLoader's implicit resolvers are fixed; it has no
+# path resolvers), and keys and common values recur in every file: remembered instead of matched again.
+@functools.lru_cache(maxsize=4096)
+def _resolved_tag(kind: Any, value: str | None, implicit: Any) -> str:
+    return str(_RESOLVER.resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
 
 
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
