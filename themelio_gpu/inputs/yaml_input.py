@@ -74,10 +74,13 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
-def display_path(path: Path) -> str:
-    """A path as users typed it, relative to the working directory when possible (no machine paths)."""
+def display_path(path: Path, cwd: Path | None = None) -> str:
+    """A path as users typed it, relative to the working directory when possible (no machine paths).
+
+    `cwd`: the resolved working directory, from a caller showing many paths (resolving it costs syscalls).
+    """
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(cwd or Path.cwd().resolve()))
     except ValueError:
         return str(path)
 
