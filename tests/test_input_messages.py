@@ -10,7 +10,7 @@ from tests.builders import EXAMPLE_CATALOG
 from themelio_gpu.inputs.catalog.catalog import load_catalog
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.problems import InputError, Problems
-from themelio_gpu.inputs.yaml_input import allowed_keys, parse_location, parse_yaml_document
+from themelio_gpu.inputs.yaml_input import allowed_keys, display_path, parse_location, parse_yaml_document
 from themelio_gpu.plan.fleet import load_fleet
 
 CLUSTER = """\
@@ -162,3 +162,23 @@ def test_locations_parse_back_into_paths() -> None:
 def test_hostile_yaml_is_one_message(tmp_path: Path, text: str, message: str) -> None:
     found = problems(tmp_path, text)
     assert len(found) == 1 and found[0].startswith(f"stacks/a.yaml: {message}"), found
+
+
+def test_paths_are_shown_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same with the working directory given (load_fleet resolves it once) as when looked up per path."""
+    (tmp_path / "work" / "stacks").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "work" / "stacks" / "a.yaml").write_text("name: a\n", encoding="utf-8")
+    (tmp_path / "work" / "stacks" / "linked.yaml").symlink_to(tmp_path / "elsewhere" / "b.yaml")
+    monkeypatch.chdir(tmp_path / "work")
+    cwd = Path.cwd().resolve()
+    cases = {
+        Path("stacks/a.yaml"): "stacks/a.yaml",
+        tmp_path / "work" / "stacks" / "a.yaml": "stacks/a.yaml",
+        Path("stacks/linked.yaml"): "stacks/linked.yaml",  # outside the working directory once resolved
+        tmp_path / "elsewhere" / "b.yaml": str(tmp_path / "elsewhere" / "b.yaml"),
+    }
+    for path, shown in cases.items():
+        assert display_path(path) == display_path(path, cwd) == shown, path

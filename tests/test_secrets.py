@@ -14,7 +14,7 @@ import yaml
 
 from tests.builders import EXAMPLE_CATALOG, cluster, problems_of, write_fleet
 from tests.conftest import ROOT
-from themelio_gpu.inputs.secrets import credential_flag, credential_in, is_secret_name
+from themelio_gpu.inputs.secrets import _walk, credential_flag, credential_in, find_secrets, is_secret_name
 
 # Shaped like the real thing, valid for no service.
 JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IiJ9.eyJpc3MiOiJrdWJlcm5ldGVzIn0.c2lnbmF0dXJlLW5vdC1yZWFs"
@@ -76,6 +76,33 @@ def test_credentials_are_recognised_by_their_value(value: str, kind: str) -> Non
 )
 def test_ordinary_values_are_not_mistaken_for_credentials(value: str) -> None:
     assert credential_in(value) is None
+
+
+def test_a_remembered_answer_is_the_answer() -> None:
+    """credential_in is memoized by the string: the answer must be what a fresh check gives, and frozen."""
+    for value in (JWT, AWS_SECRET, RANDOM, CA, "nvidia.com/a100", JWT):
+        assert credential_in(value) == credential_in.__wrapped__(value)
+    found = credential_in(JWT)
+    assert found is not None and found is credential_in(JWT)
+    with pytest.raises(AttributeError):
+        found.kind = "nothing"  # type: ignore[misc]
+
+
+def test_every_node_is_visited_once_parents_first_in_document_order() -> None:
+    document = {"a": [1, {"b": "x"}], 2: {"c": []}, "d": "y"}
+    assert list(_walk(document, ("top",))) == [
+        (("top",), document),
+        (("top", "a"), document["a"]),
+        (("top", "a", 0), 1),
+        (("top", "a", 1), {"b": "x"}),
+        (("top", "a", 1, "b"), "x"),
+        (("top", 2), {"c": []}),
+        (("top", 2, "c"), []),
+        (("top", "d"), "y"),
+    ]
+    # Findings come in the same order: the message list follows the file.
+    findings = find_secrets({"z": JWT, "a": [RANDOM, {"k": GITHUB}]})
+    assert [f.path for f in findings] == [("z",), ("a", 0), ("a", 1, "k")]
 
 
 @pytest.mark.parametrize(

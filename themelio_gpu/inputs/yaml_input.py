@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import re
 import types
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -32,6 +33,19 @@ class _UniqueKeyLoader(_SafeLoader):  # type: ignore[valid-type,misc]
 
     Plain PyYAML keeps the last of two equal keys, so a pasted offering would silently replace another.
     """
+
+    def resolve(self, kind: Any, value: str | None, implicit: Any) -> str:
+        return _resolved_tag(kind, value, implicit)
+
+
+_RESOLVER = yaml.resolver.Resolver()
+
+
+# The tag a node gets depends only on these arguments (SafeLoader's implicit resolvers are fixed; it has no
+# path resolvers), and keys and common values recur in every file: remembered instead of matched again.
+@functools.lru_cache(maxsize=4096)
+def _resolved_tag(kind: Any, value: str | None, implicit: Any) -> str:
+    return str(_RESOLVER.resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
 
 
 def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -60,10 +74,13 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
-def display_path(path: Path) -> str:
-    """A path as users typed it, relative to the working directory when possible (no machine paths)."""
+def display_path(path: Path, cwd: Path | None = None) -> str:
+    """A path as users typed it, relative to the working directory when possible (no machine paths).
+
+    `cwd`: the resolved working directory, from a caller showing many paths (resolving it costs syscalls).
+    """
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(cwd or Path.cwd().resolve()))
     except ValueError:
         return str(path)
 
@@ -174,13 +191,64 @@ def _check_aliases(root: yaml.Node) -> None:
     size(root)
 
 
+_STR_TAG, _SEQ_TAG, _MAP_TAG = (f"tag:yaml.org,2002:{kind}" for kind in ("str", "seq", "map"))
+_PLAIN_DEPTH = 64
+"""Deeper documents take PyYAML's path, whose RecursionError ("nested too deeply") this path must not hide."""
+
+
+class _NotPlainError(Exception):
+    """The document needs PyYAML's constructor: something it treats specially, or a problem to report."""
+
+
+def _plain_data(root: yaml.Node, loader: _UniqueKeyLoader) -> Any:
+    """The data of an alias-free document, built directly from its nodes; raises _NotPlainError when unsure.
+
+    PyYAML's constructor spends most of its time on bookkeeping that a document without aliases does not
+    need (a memo per node, deferred generators). Strings, lists and mappings are built here; other scalars
+    (numbers, booleans, null, dates) go to PyYAML's own constructors. Anything else (merge keys, explicit
+    tags for collections, a duplicate or unhashable key, an error, a huge or deep document) raises
+    _NotPlainError, and the caller takes PyYAML's path, which gives the same data or reports the problem.
+    """
+    count = 0
+
+    def build(node: yaml.Node, depth: int) -> Any:
+        nonlocal count
+        count += 1
+        if count > MAX_VALUES or depth > _PLAIN_DEPTH:
+            raise _NotPlainError
+        if isinstance(node, yaml.ScalarNode):
+            return node.value if node.tag == _STR_TAG else loader.construct_object(node, deep=True)
+        if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ_TAG:
+            return [build(item, depth + 1) for item in node.value]
+        if isinstance(node, yaml.MappingNode) and node.tag == _MAP_TAG:
+            keys = [build(key, depth + 1) for key, _ in node.value]
+            if not all(isinstance(key, Hashable) for key in keys) or len(set(keys)) < len(keys):
+                raise _NotPlainError
+            return dict(zip(keys, [build(value, depth + 1) for _, value in node.value], strict=True))
+        raise _NotPlainError
+
+    try:
+        return build(root, 0)
+    except Exception as error:  # any failure: PyYAML's path reports it as it always has
+        raise _NotPlainError from error
+
+
+def _constructed_data(text: str, root: yaml.Node, loader: _UniqueKeyLoader) -> Any:
+    """The document's data: built directly when it is plain (see _plain_data), else by PyYAML."""
+    if "*" not in text:  # without an asterisk there is no alias, so every node has one parent
+        try:
+            return _plain_data(root, loader)
+        except _NotPlainError:
+            loader = _UniqueKeyLoader("")  # a fresh constructor: the failed attempt may have left state
+    _check_aliases(root)
+    return loader.construct_document(root)
+
+
 def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocument | None:
     loader = _UniqueKeyLoader(text)
     try:
         root = loader.get_single_node()
-        if root is not None:
-            _check_aliases(root)
-        return YamlDocument(loader.construct_document(root) if root is not None else None, root)
+        return YamlDocument(_constructed_data(text, root, loader) if root is not None else None, root)
     except _AliasError as error:
         where, what = error.args
         problems.add(name, where, f"invalid YAML: {what}")

@@ -151,8 +151,9 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
     documents: dict[str, YamlDocument] = {}
     secrets: list[str] = []
     definitions: list[tuple[str, ClusterDefinition]] = []
+    cwd = Path.cwd().resolve()
     for path in cluster_definition_files(stacks_dir, problems):
-        shown = display_path(path)
+        shown = display_path(path, cwd)
         before = len(problems)
         document = load_yaml_document(path, problems, shown)
         if document is None or document.data is None:
