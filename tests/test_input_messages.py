@@ -156,8 +156,26 @@ def test_locations_parse_back_into_paths() -> None:
         ("? [a, b]\n: 1\n", "line 1, column 3: invalid YAML: a key must be a plain value such as a name"),
         ("a: " + "[" * 3000 + "]" * 3000 + "\n", "invalid YAML: nested too deeply"),
         ("name: a\nname: b\n", "line 2, column 1: invalid YAML: duplicate key 'name'"),
+        # PyYAML's constructors raise plain ValueError, KeyError or AttributeError for these.
+        (
+            "name: a\nnodePools: [{gpusPerNode: !!int eight}]\n",
+            "line 2, column 27: invalid YAML: 'eight' is not a valid !!int",
+        ),
+        ("name: !!float a\n", "line 1, column 7: invalid YAML: 'a' is not a valid !!float"),
+        ("name: !!bool maybe\n", "line 1, column 7: invalid YAML: 'maybe' is not a valid !!bool"),
+        ("name: !!timestamp monday\n", "line 1, column 7: invalid YAML: 'monday' is not a valid !!timestamp"),
     ],
-    ids=["recursive alias", "alias bomb", "list as key", "deep nesting", "duplicate key"],
+    ids=[
+        "recursive alias",
+        "alias bomb",
+        "list as key",
+        "deep nesting",
+        "duplicate key",
+        "int",
+        "float",
+        "bool",
+        "date",
+    ],
 )
 def test_hostile_yaml_is_one_message(tmp_path: Path, text: str, message: str) -> None:
     found = problems(tmp_path, text)

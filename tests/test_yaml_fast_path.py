@@ -19,7 +19,7 @@ from themelio_gpu.inputs.problems import Problems
 def outcome(text: str) -> tuple[str, str, list[str]]:
     """The data and node tree (as repr: types count, 1 is not 1.0 or True) and the problems of `text`.
 
-    An exception PyYAML lets through (`!!float y` is a ValueError today) must be the same one too.
+    An exception that escapes (none should: see test_input_messages.py) must be the same one too.
     """
     problems = Problems()
     try:

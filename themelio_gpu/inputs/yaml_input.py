@@ -244,11 +244,42 @@ def _constructed_data(text: str, root: yaml.Node, loader: _UniqueKeyLoader) -> A
     return loader.construct_document(root)
 
 
+_TAG_MISMATCH = (ValueError, TypeError, AttributeError, LookupError, OverflowError)
+"""What PyYAML's scalar constructors raise, instead of a YAMLError, for a value its explicit tag cannot hold
+(`!!int x`, `!!float y`, `!!bool maybe`, `!!timestamp z`)."""
+
+
+def _tag_mismatch(root: yaml.Node) -> tuple[str, str]:
+    """(location, message) of the first scalar that its tag's constructor rejects with a _TAG_MISMATCH."""
+    loader = _UniqueKeyLoader("")
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                loader.construct_object(node, deep=True)
+            except _TAG_MISMATCH:
+                mark = node.start_mark
+                kind = node.tag.rpartition(":")[2]
+                return f"line {mark.line + 1}, column {mark.column + 1}", f"{node.value!r} is not a valid !!{kind}"
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(reversed([part for pair in node.value for part in pair]))
+    return "", "a value does not match its tag"
+
+
 def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocument | None:
     loader = _UniqueKeyLoader(text)
     try:
         root = loader.get_single_node()
-        return YamlDocument(_constructed_data(text, root, loader) if root is not None else None, root)
+        if root is None:
+            return YamlDocument(None, None)
+        try:
+            return YamlDocument(_constructed_data(text, root, loader), root)
+        except _TAG_MISMATCH:
+            where, what = _tag_mismatch(root)
+            problems.add(name, where, f"invalid YAML: {what}")
     except _AliasError as error:
         where, what = error.args
         problems.add(name, where, f"invalid YAML: {what}")
