@@ -29,6 +29,7 @@ from tests.conftest import ROOT
 from tests.requirements import binary
 from themelio_gpu import bindings_loader
 from themelio_gpu.bindings_loader import (
+    ARGUMENT_CHECKS_ENV,
     KUBERNETES,
     NODE_PRELOAD,
     TYPING_WITH_MEMOIZED_HINTS,
@@ -38,6 +39,7 @@ from themelio_gpu.bindings_loader import (
     memoized_type_hints,
     node_options_with_preload,
     register_assembly,
+    skip_argument_checks,
 )
 
 BINDING_PACKAGES = ("cdktf_cdktf_provider_kubernetes", "cdktf_cdktf_provider_helm")
@@ -105,23 +107,27 @@ def node_options(pid):
         yield from node_options(child)
 kubernetes = sorted(m for m in sys.modules if m.startswith("cdktf_cdktf_provider_kubernetes."))
 memoized = sys.modules["cdktf"]._private.typing is not typing
-report = {"code": code, "kubernetes_modules": len(kubernetes), "memoized": memoized,
+checked = sys.modules["cdktf"]._private.check_type.__name__ != "_unchecked"
+report = {"code": code, "kubernetes_modules": len(kubernetes), "memoized": memoized, "checked": checked,
           "node_options": list(node_options(os.getpid()))}
 print(json.dumps(report))
 """
 
 
-def _env_without_preload() -> dict[str, str]:
+def _env_without_preload(*dropped: str) -> dict[str, str]:
     # Importing themelio_gpu put the preload in this process's NODE_OPTIONS; children choose for themselves
     # (and record token stacks only when a test asks).
-    return {k: v for k, v in os.environ.items() if k not in ("NODE_OPTIONS", "THEMELIO_TOKEN_STACK_TRACES")}
+    names = ("NODE_OPTIONS", "THEMELIO_TOKEN_STACK_TRACES", *dropped)
+    return {k: v for k, v in os.environ.items() if k not in names}
 
 
 def _synthesize(mode: str, catalog: Path, stacks: Path, out: Path) -> dict[str, Any]:
+    # "lazy" runs as users run it: without the argument checks the test suite keeps (conftest.py).
+    dropped = (ARGUMENT_CHECKS_ENV,) if mode == "lazy" else ()
     result = subprocess.run(
         [sys.executable, "-c", SYNTH_SCRIPT, mode, str(catalog), str(stacks), str(out)],
         cwd=ROOT,
-        env=_env_without_preload(),
+        env={**_env_without_preload(*dropped), **({ARGUMENT_CHECKS_ENV: "1"} if mode == "full" else {})},
         capture_output=True,
         text=True,
         check=False,
@@ -145,8 +151,10 @@ def test_lazily_loaded_bindings_synthesize_the_same_bytes_as_a_full_import(tmp_p
     assert full["kubernetes_modules"] > 100
     assert full["node_options"] == []
     assert full["memoized"] is False
+    assert full["checked"] is True
     assert lazy["kubernetes_modules"] < 20
     assert lazy["memoized"] is True
+    assert lazy["checked"] is False
     assert len(lazy["node_options"]) == 1  # the kernel, started without jsii's relay (kernel_channel.py)
     assert all(str(NODE_PRELOAD) in options for options in lazy["node_options"])
 
@@ -338,6 +346,55 @@ def test_the_published_modules_namespace_is_the_one_memoized() -> None:
     memoize_type_hints(public)
     assert vars(private)["typing"] is TYPING_WITH_MEMOIZED_HINTS
     assert "typing" not in vars(public)
+
+
+_WRONG_ARGUMENT = """
+from cdktf import App, TerraformStack
+from themelio_gpu.constructs.providers import Labels, LabelsMetadata
+stack = TerraformStack(App(outdir="unused"), "s")
+try:
+    Labels(stack, "labels", api_version="v1", kind="Node", metadata=LabelsMetadata(name="n"), labels=42)
+except Exception as error:
+    print(type(error).__name__, str(error).splitlines()[0])
+"""
+
+
+@pytest.mark.parametrize(
+    ("checks", "error"),
+    [
+        ("1", "TypeError type of argument labels must be collections.abc.Mapping; got int instead"),
+        # Skipped, as users run synthesis: jsii's kernel refuses the value itself.
+        (
+            "",
+            "RuntimeError Passed to parameter config of new @cdktf/provider-kubernetes.labels.Labels: "
+            "Unable to deserialize value as @cdktf/provider-kubernetes.labels.LabelsConfig",
+        ),
+    ],
+)
+def test_a_wrongly_typed_argument_is_refused_with_or_without_the_checks(checks: str, error: str) -> None:
+    env = {**_env_without_preload(ARGUMENT_CHECKS_ENV), **({ARGUMENT_CHECKS_ENV: checks} if checks else {})}
+    result = subprocess.run(
+        [sys.executable, "-c", _WRONG_ARGUMENT], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == error
+
+
+def test_skipping_the_checks_of_a_module_without_them_is_a_clear_error() -> None:
+    with pytest.raises(BindingsLayoutError, match=r"^not_a_binding: no `check_type\(argname, value, expected_"):
+        skip_argument_checks(types.ModuleType("not_a_binding"))
+    published, private = types.ModuleType("published"), types.ModuleType("published")
+
+    def check_type(argname: str, value: object, expected_type: Any) -> None:
+        raise TypeError(argname)
+
+    private.check_type = check_type  # type: ignore[attr-defined]
+    published._private = private  # type: ignore[attr-defined]
+    skip_argument_checks(published)
+    skip_argument_checks(published)  # twice: changes nothing
+    assert vars(private)["check_type"] is not check_type
+    vars(private)["check_type"]("argument scope", 42, str)  # no longer raises
+    assert "check_type" not in vars(published)
 
 
 # --- NODE_OPTIONS --------------------------------------------------------------------------------------

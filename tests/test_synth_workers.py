@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,7 +22,6 @@ from themelio_gpu.outputs.workers import (
     MAX_AUTOMATIC_WORKERS,
     WorkersSettingError,
     can_fork,
-    chunks,
     requested_workers,
     stable_stringify,
     worker_count,
@@ -84,13 +82,6 @@ def test_requested_workers(text: str | None, expected: int | None) -> None:
 def test_a_setting_that_is_not_a_count_is_refused_naming_what_is_allowed(text: str) -> None:
     with pytest.raises(WorkersSettingError, match=r"allowed: a whole number >= 1 .* or `auto`"):
         requested_workers(text)
-
-
-def test_chunks_keep_the_fleet_order_and_cover_every_cluster() -> None:
-    items: tuple[Any, ...] = tuple(range(10))
-    parts = chunks(items, 3)
-    assert [len(p) for p in parts] == [3, 3, 4]
-    assert [x for part in parts for x in part] == list(items)
 
 
 def test_this_process_does_not_fork_once_jsii_runs(synthesized: Path) -> None:
@@ -162,16 +153,23 @@ from themelio_gpu.outputs import workers
 
 real_run_worker = workers._run_worker
 
-def run_worker(fleet, staging, messages):
-    # In the forked worker that got {name!r}: its synthesis breaks.
-    if any(plan.name == {name!r} for plan in fleet.clusters):
-        from themelio_gpu.outputs import app
+def run_worker(fleet, staging, messages, next_index):
+    # In whichever forked worker claims {name!r}: its synthesis breaks there.
+    from themelio_gpu.outputs import app
 
-        def build_app(*args, **kwargs):
-            {failure}
+    real_build_app = app.build_app
 
-        app.build_app = build_app
-    real_run_worker(fleet, staging, messages)
+    def build_app(plans, *args, **kwargs):
+        def breaking():
+            for plan in plans:
+                if plan.name == {name!r}:
+                    {failure}
+                yield plan
+
+        return real_build_app(breaking(), *args, **kwargs)
+
+    app.build_app = build_app
+    real_run_worker(fleet, staging, messages, next_index)
 
 workers._run_worker = run_worker
 sys.exit(cli.synth_main(sys.argv[1:]))
@@ -210,3 +208,60 @@ def test_a_failed_worker_fails_synthesis_and_leaves_the_output_as_it_was(
     assert message in result.stderr
     # alpha's worker succeeded, but nothing is moved into place unless every worker did.
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+
+
+# --- workers started before the fleet is loaded -------------------------------------------------------------
+
+
+def _marked_processes(mark: str) -> list[str]:
+    """Live processes (workers, their node kernels) whose environment holds THEMELIO_TEST_MARK=`mark`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if f"THEMELIO_TEST_MARK={mark}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue  # not a process, gone, or not ours to read
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="reads the process table in /proc")
+def test_bad_input_stops_the_workers_started_for_it_and_writes_nothing(tmp_path: Path) -> None:
+    # Two cluster files and --workers 2: main.py forks both workers before it reads the files.
+    catalog, stacks = write_fleet(tmp_path, [cluster(name="alpha"), cluster(name="alpha")])
+    out = tmp_path / "out"
+    mark = tmp_path.name
+    result = _main(
+        "--catalog", str(catalog), "--stacks-dir", str(stacks), "--outdir", str(out),
+        workers="2", env={"THEMELIO_TEST_MARK": mark},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "cluster 'alpha' is also defined in" in result.stderr
+    assert "nothing was written" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+    assert _marked_processes(mark) == []  # neither a worker nor a node kernel outlived main.py
+
+
+_POOL_LARGER_THAN_THE_FLEET = """
+import sys
+from pathlib import Path
+from themelio_gpu.outputs.workers import WorkerPool
+from themelio_gpu.plan.fleet import load_fleet
+pool = WorkerPool(3)  # forked before the fleet is loaded, as main.py does
+with pool:
+    fleet = load_fleet(Path(sys.argv[1]), Path(sys.argv[2]))
+    pool.synthesize(fleet, Path(sys.argv[3]))
+print([w.process.exitcode for w in pool.workers])
+"""
+
+
+def test_a_worker_without_clusters_is_told_so_and_exits(tmp_path: Path) -> None:
+    catalog, stacks = write_fleet(tmp_path, [cluster(name="alpha"), cluster(name="beta")])
+    (tmp_path / "out").mkdir()
+    script = [sys.executable, "-c", _POOL_LARGER_THAN_THE_FLEET, str(catalog), str(stacks), str(tmp_path / "out")]
+    result = subprocess.run(script, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[0, 0, 0]"
+    assert sorted(p.name for p in (tmp_path / "out" / "stacks").iterdir()) == ["alpha", "beta"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["manifest.json", "stacks"]

@@ -153,12 +153,17 @@ TYPING_WITH_MEMOIZED_HINTS = TypingWithMemoizedHints()
 """The one proxy every bindings module shares."""
 
 
-def memoize_type_hints(module: types.ModuleType) -> None:
-    """Make the loaded jsii bindings module use TYPING_WITH_MEMOIZED_HINTS as its global `typing`."""
+def _namespace(module: types.ModuleType) -> types.ModuleType:
+    """The globals of a loaded jsii bindings module's functions."""
     # jsii-generated modules end with `publication.publish()`: the module imported by that name is then a
     # facade holding only `__all__`, and the module's own namespace (its functions' globals) `_private`.
     private = vars(module).get("_private")
-    namespace = private if isinstance(private, types.ModuleType) else module
+    return private if isinstance(private, types.ModuleType) else module
+
+
+def memoize_type_hints(module: types.ModuleType) -> None:
+    """Make the loaded jsii bindings module use TYPING_WITH_MEMOIZED_HINTS as its global `typing`."""
+    namespace = _namespace(module)
     current = vars(namespace).get("typing")
     proxy = TYPING_WITH_MEMOIZED_HINTS
     if current is proxy:
@@ -172,3 +177,41 @@ def memoize_type_hints(module: types.ModuleType) -> None:
             "tests/test_provider_loading.py passes"
         )
     namespace.typing = proxy  # type: ignore[attr-defined]  # the global the module's functions read
+
+
+ARGUMENT_CHECKS_ENV = "THEMELIO_BINDING_CHECKS"
+"""`1`: keep the bindings' typeguard argument checks (the test suite does, see tests/conftest.py)."""
+
+
+def argument_checks_wanted() -> bool:
+    return os.environ.get(ARGUMENT_CHECKS_ENV, "").strip() == "1"
+
+
+def _unchecked(argname: str, value: object, expected_type: typing.Any) -> None:
+    """The bindings' `check_type`, skipped (see skip_argument_checks)."""
+
+
+def skip_argument_checks(module: types.ModuleType) -> None:
+    """Make the loaded jsii bindings module skip its typeguard argument checks, as `python -O` would.
+
+    Every generated method, constructor and struct checks each argument with typeguard before jsii sends it
+    to node (`if __debug__: ... check_type(argname=..., value=..., expected_type=...)`): about 100,000
+    checks, 2.5 ms of CPU per cluster, a fifth of synthesis's Python time. They duplicate two checks that
+    stay: mypy --strict checks these calls against the bindings' types, and the jsii kernel checks every
+    value it receives against the assembly's types (a wrong one is a RuntimeError naming the parameter).
+    The test suite keeps them (THEMELIO_BINDING_CHECKS=1); the bytes synthesized are the same either way
+    (tests/test_provider_loading.py).
+    """
+    namespace = _namespace(module)
+    current = vars(namespace).get("check_type")
+    if current is _unchecked:
+        return
+    code = getattr(current, "__code__", None)
+    if code is None or code.co_varnames[:3] != ("argname", "value", "expected_type"):
+        raise BindingsLayoutError(
+            f"{namespace.__name__}: no `check_type(argname, value, expected_type)` global. "
+            "themelio_gpu/bindings_loader.py (skip_argument_checks) replaces the typeguard check that "
+            "jsii-generated bindings call for every argument; check that the module is such a binding and "
+            f"that tests/test_provider_loading.py passes (or set {ARGUMENT_CHECKS_ENV}=1)"
+        )
+    namespace.check_type = _unchecked  # type: ignore[attr-defined]  # the global the module's functions read

@@ -145,11 +145,14 @@ def _synth_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from themelio_gpu.outputs.synth import summary_table, synthesize
+    from themelio_gpu.outputs.synth import early_workers, summary_table, synthesize
 
     requested_workers(args.workers if args.workers is not None else os.environ.get(WORKERS_ENV))  # before any work
-    fleet = _load(args)
-    synthesize(fleet, Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout, args.workers)
+    outdir, progress = Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout
+    # Large fleets: the workers start jsii while the fleet loads; bad input stops them, nothing written.
+    with early_workers(input_paths(args.catalog, args.stacks_dir).stacks_dir, args.workers) as pool:
+        fleet = _load(args)
+        synthesize(fleet, outdir, progress, args.workers, pool)
     if not args.quiet:
         print(summary_table(fleet))
     return EXIT_OK

@@ -7,8 +7,8 @@ requests per cluster, and each one crosses the relay both ways: a third process 
 (about 4 ms of CPU per cluster) and a second node start (about 50 ms) before the kernel's own.
 
 `use_direct_channel` makes jsii start the kernel itself: one end of a socket pair as fd 3, exactly what the
-relay gives it, /dev/null as stdin, and this process's stdout and stderr as the kernel's (where the relay's
-copies end up too). Requests, responses and the kernel are the same, so are the bytes synthesized
+relay gives it, /dev/null as stdin, and its stdout and stderr copied to this process's (as the relay's
+copies were). Requests, responses and the kernel are the same, so are the bytes synthesized
 (tests/test_kernel_channel.py compares them). It needs `os.posix_spawn` (Linux, macOS); elsewhere, where the
 user sets JSII_RUNTIME (their own runtime), or with THEMELIO_JSII_RELAY=1, jsii starts its relay as usual.
 A jsii whose runtime is not laid out as 1.142's is a `KernelChannelError`, not a guess.
@@ -22,9 +22,11 @@ import platform
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 RELAY_ENV = "THEMELIO_JSII_RELAY"
 """`1`: jsii's own transport through its relay process (for comparison, or if the direct one misbehaves)."""
@@ -103,8 +105,8 @@ def _kernel_program(runtime: str) -> Path:
 class _Kernel:
     """The kernel's process, with what jsii's `_NodeProcess` uses of a `subprocess.Popen`: stdin/stdout."""
 
-    def __init__(self, pid: int, channel: socket.socket) -> None:
-        self.pid, self.channel = pid, channel
+    def __init__(self, pid: int, channel: socket.socket, output: list[threading.Thread]) -> None:
+        self.pid, self.channel, self.output = pid, channel, output
         self.stdin = channel.makefile("wb")
         self.stdout = channel.makefile("rb")
         self.returncode: int | None = None
@@ -138,6 +140,9 @@ def _start(self: Any) -> None:
         raise FileNotFoundError(f"jsii needs node: {node_name!r} was not found on PATH")
     program = _kernel_program(self._jsii_runtime())
     ours, theirs = socket.socketpair()
+    # The kernel's stdout and stderr come back through pipes copied to ours, as the relay's copies did: if
+    # this process dies first, the kernel's complaint about its broken channel goes nowhere.
+    (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
     try:
         pid = os.posix_spawn(
             node,
@@ -145,17 +150,41 @@ def _start(self: Any) -> None:
             environ,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out_write, 1),
+                (os.POSIX_SPAWN_DUP2, err_write, 2),
                 (os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
             ],
         )
     except BaseException:
         ours.close()
+        os.close(out_read)
+        os.close(err_read)
         raise
     finally:
         theirs.close()
-    self._process = _Kernel(pid, ours)
+        os.close(out_write)
+        os.close(err_write)
+    self._process = _Kernel(pid, ours, [_copy(out_read, sys.stdout), _copy(err_read, sys.stderr)])
     atexit.register(self.stop)
     self.handshake()
+
+
+def _copy(fd: int, stream: TextIO) -> threading.Thread:
+    """A daemon thread copying what the kernel writes on `fd` to `stream`, until the kernel closes it."""
+
+    def copy() -> None:
+        with os.fdopen(fd, "rb", buffering=0) as source:
+            while chunk := source.read(65536):
+                binary = getattr(stream, "buffer", None)
+                if binary is not None:
+                    binary.write(chunk)
+                else:
+                    stream.write(chunk.decode(errors="replace"))
+                stream.flush()
+
+    thread = threading.Thread(target=copy, name=f"kernel output {fd}", daemon=True)
+    thread.start()
+    return thread
 
 
 def _stop(self: Any) -> None:
@@ -174,6 +203,8 @@ def _stop(self: Any) -> None:
         kernel.wait(timeout=5)
     except subprocess.TimeoutExpired:
         kernel.kill()
+    for thread in kernel.output:
+        thread.join(timeout=5)  # the kernel's last words, if any
     kernel.stdout.close()
     kernel.channel.close()
     self._ctx_stack.close()

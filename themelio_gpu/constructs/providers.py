@@ -18,7 +18,14 @@ import sys
 import cdktf
 
 import constructs
-from themelio_gpu.bindings_loader import HELM, KUBERNETES, memoize_type_hints, register_assembly
+from themelio_gpu.bindings_loader import (
+    HELM,
+    KUBERNETES,
+    argument_checks_wanted,
+    memoize_type_hints,
+    register_assembly,
+    skip_argument_checks,
+)
 
 # Fully qualified sources: the bindings emit bare `kubernetes`/`helm`, which OpenTofu resolves against its
 # own registry namespace rather than HashiCorp's.
@@ -50,3 +57,6 @@ _BINDING_MODULES = sorted(
 )
 for _module in (cdktf, constructs, *(sys.modules[name] for name in _BINDING_MODULES)):
     memoize_type_hints(_module)
+    # And skips the checks themselves unless asked: jsii's kernel checks every value again (bindings_loader).
+    if not argument_checks_wanted():
+        skip_argument_checks(_module)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from themelio_gpu.kernel_channel import use_direct_channel
@@ -13,15 +13,16 @@ use_direct_channel()
 from cdktf import App  # noqa: E402
 
 from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack  # noqa: E402
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet  # noqa: E402
+from themelio_gpu.plan.fleet import ClusterPlan  # noqa: E402
 
 
 def build_app(
-    fleet: Fleet, outdir: Path | None = None, on_stack: Callable[[ClusterPlan], None] | None = None
+    plans: Iterable[ClusterPlan], outdir: Path | None = None, on_stack: Callable[[ClusterPlan], None] | None = None
 ) -> App:
+    """One `GpuClusterStack` per plan (a fleet's clusters, or those a synthesis worker claims one by one)."""
     # App() reads CDKTF_OUTDIR itself when the CDKTF CLI runs us; an explicit outdir wins.
     app = App(outdir=str(outdir)) if outdir is not None else App()
-    for plan in fleet.clusters:
+    for plan in plans:
         GpuClusterStack(app, plan)
         if on_stack is not None:
             on_stack(plan)

@@ -1,10 +1,12 @@
 """Synthesizing a large fleet in several processes, with the same bytes as one process writes.
 
 jsii runs each cdktf app in one node process that answers one request at a time, so one synthesis keeps
-about one CPU busy (Python and node take turns). A fleet of many clusters is split into contiguous chunks,
-each synthesized by a forked worker (its own jsii node process) into a staging folder inside the output
-folder; when every worker has succeeded, their stack files are moved into place and one manifest.json
-listing every stack is written, as cdktf writes it. A failed worker leaves the output folder as it was.
+about one CPU busy (Python and node take turns). For a large fleet, `main.py` forks workers before it
+reads the fleet (`WorkerPool`): each starts its own jsii node process meanwhile, then gets the checked
+fleet and claims clusters one at a time until none is left, synthesizing them into its own staging folder
+inside the output folder. When every worker has succeeded, their stack files are moved into place and one
+manifest.json listing every stack is written, as cdktf writes it. A failed worker leaves the output folder
+as it was; bad input stops the workers before anything is written.
 
 Forking needs a process that has not started jsii yet (a fork would share its node process): where jsii
 is already running, as in the tests' own process, or where `fork` does not exist, one process synthesizes.
@@ -13,18 +15,22 @@ is already running, as in the tests' own process, or where `fork` does not exist
 from __future__ import annotations
 
 import atexit
+import copyreg
 import gc
+import io
 import json
 import multiprocessing
 import os
+import pickle
 import shutil
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from themelio_gpu.kernel_channel import single_threaded_kernel
@@ -85,29 +91,45 @@ def worker_count(clusters: int, requested: int | None, cpus: int, forkable: bool
     return max(1, min(cpus, clusters // CLUSTERS_PER_WORKER, MAX_AUTOMATIC_WORKERS))
 
 
-def chunks(plans: Sequence[ClusterPlan], count: int) -> list[tuple[ClusterPlan, ...]]:
-    """`count` contiguous chunks of nearly equal size, in the fleet's order."""
-    return [tuple(plans[i * len(plans) // count : (i + 1) * len(plans) // count]) for i in range(count)]
-
-
 @dataclass
 class _Worker:
     process: Any  # multiprocessing's forked Process
+    tasks: Connection  # this end sends the worker its chunk (or None: nothing to do)
     messages: Connection
-    staging: Path
+    staging: Path | None = None
     done: bool = False
     failure: str | None = None
 
 
-def _run_worker(fleet: Fleet, staging: Path, messages: Connection) -> None:
-    """In the forked process: synthesize this chunk's stacks into `staging`, reporting each one built."""
+def _mapping_proxy(items: dict[Any, Any]) -> MappingProxyType[Any, Any]:
+    return MappingProxyType(items)
+
+
+class _FleetPickler(pickle.Pickler):
+    # The loaded fleet keeps read-only mappings (MappingProxyType), which pickle cannot rebuild by itself.
+    dispatch_table = {**copyreg.dispatch_table, MappingProxyType: lambda m: (_mapping_proxy, (dict(m),))}
+
+
+def _pickled(fleet: Fleet | None) -> bytes:
+    buffer = io.BytesIO()
+    _FleetPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(fleet)
+    return buffer.getvalue()
+
+
+def _worker_main(tasks: Connection, messages: Connection, next_index: Any) -> None:
+    """In the forked process: start jsii, then synthesize the clusters it claims of the fleet the parent
+    sends (None: nothing to do) into the staging folder that follows."""
     try:
         # The workers keep every CPU busy: V8's helper threads would only compete with the other workers.
         single_threaded_kernel()
-        from themelio_gpu.outputs.app import build_app
+        # Imported (which starts jsii's node process and loads the bindings) while the parent still reads
+        # and checks the fleet: the worker is ready when its chunk arrives.
+        import themelio_gpu.outputs.app  # noqa: F401
 
-        app = build_app(fleet, staging, lambda plan: messages.send(("built", plan.name)))
-        app.synth()
+        fleet = pickle.loads(tasks.recv_bytes())
+        if fleet is not None:
+            _run_worker(fleet, tasks.recv(), messages, next_index)
+        tasks.close()
         messages.send(("done", None))
     except BaseException:
         messages.send(("failed", traceback.format_exc()))
@@ -119,49 +141,114 @@ def _run_worker(fleet: Fleet, staging: Path, messages: Connection) -> None:
         atexit._run_exitfuncs()
 
 
-def synthesize_in_workers(
-    fleet: Fleet, target: Path, count: int, on_stack: Callable[[ClusterPlan], None] | None = None
-) -> None:
-    """Synthesize `fleet` into `target` with `count` forked workers; raises if any worker fails."""
-    context = multiprocessing.get_context("fork")
-    by_name = {plan.name: plan for plan in fleet.clusters}
-    workers: list[_Worker] = []
-    succeeded = False
-    # jsii's Python runtime (about 0.1 s to import, and no node process until an assembly loads) is
-    # imported once here rather than in every worker.
-    import jsii  # noqa: F401
+def _run_worker(fleet: Fleet, staging: Path, messages: Connection, next_index: Any) -> None:
+    """Synthesize the stacks of the clusters this worker claims into `staging`, reporting each one built."""
+    from themelio_gpu.outputs.app import build_app
 
-    # The loaded fleet stays alive in every worker: frozen, their garbage collections never walk it (nor
-    # touch its pages, which stay shared with this process). Python's gc docs recommend this before fork().
-    gc.freeze()
-    try:
-        for chunk in chunks(fleet.clusters, count):
-            staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=target))
-            receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_run_worker, args=(replace(fleet, clusters=chunk), staging, sender))
-            process.start()
-            sender.close()  # the worker holds the only sending end: its exit ends the pipe
-            workers.append(_Worker(process, receiver, staging))
-        _collect(workers, by_name, on_stack)
-        failed = [w for w in workers if not w.done]
+    def report(plan: ClusterPlan) -> None:
+        messages.send(("built", plan.name))
+
+    build_app(_claimed(fleet.clusters, next_index), staging, report).synth()
+
+
+def _claimed(plans: Sequence[ClusterPlan], next_index: Any) -> Iterator[ClusterPlan]:
+    """The clusters no other worker has claimed yet, one at a time: every worker stays busy until the last
+    one is built (with a fixed split, one would idle while a slower one finishes)."""
+    while True:
+        with next_index.get_lock():
+            index = next_index.value
+            next_index.value = index + 1
+        if index >= len(plans):
+            return
+        yield plans[index]
+
+
+class WorkerPool:
+    """`count` forked synthesis workers, started before the fleet is loaded (see `synthesize`).
+
+    Each starts jsii, about 0.4 s of its own, while this process reads and checks the fleet; `close`
+    (or leaving the `with` block) stops any that never got work, as when the fleet had problems.
+    """
+
+    def __init__(self, count: int) -> None:
+        context = multiprocessing.get_context("fork")
+        self.workers: list[_Worker] = []
+        self.next_index = context.Value("q", 0)  # the fleet's next unclaimed cluster, shared by the workers
+        # What this process has loaded stays alive in every worker: frozen, their garbage collections never
+        # walk it (nor touch its pages, which stay shared). Python's gc docs recommend this before fork().
+        gc.freeze()
+        try:
+            for _ in range(count):
+                task_receiver, task_sender = context.Pipe(duplex=False)
+                receiver, sender = context.Pipe(duplex=False)
+                process = context.Process(target=_worker_main, args=(task_receiver, sender, self.next_index))
+                process.start()
+                task_receiver.close()
+                sender.close()  # the worker holds the only sending end: its exit ends the pipe
+                self.workers.append(_Worker(process, task_sender, receiver))
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            gc.unfreeze()
+
+    @property
+    def size(self) -> int:
+        return len(self.workers)
+
+    def synthesize(
+        self, fleet: Fleet, target: Path, on_stack: Callable[[ClusterPlan], None] | None = None
+    ) -> None:
+        """Synthesize `fleet` into `target`, each worker claiming clusters until none is left; raises if any
+        worker fails."""
+        by_name = {plan.name: plan for plan in fleet.clusters}
+        busy = self.workers[: len(fleet.clusters)]  # more workers than clusters: the others get nothing
+        pickled = _pickled(fleet)
+        for worker in self.workers:
+            if worker in busy:
+                worker.staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=target))
+                worker.tasks.send_bytes(pickled)
+                worker.tasks.send(worker.staging)
+            else:
+                worker.tasks.send_bytes(_pickled(None))
+            worker.tasks.close()
+        _collect(self.workers, by_name, on_stack)
+        failed = [w for w in self.workers if not w.done]
         for worker in failed:
             worker.process.join()  # for its exit code
         if failed:
             details = "\n".join(w.failure or f"worker exited with code {w.process.exitcode}" for w in failed)
             raise WorkerFailedError(
-                f"synthesis failed in {len(failed)} of {count} worker processes; the output folder is as it was "
-                f"(--workers 1 synthesizes in one process):\n{details}"
+                f"synthesis failed in {len(failed)} of {self.size} worker processes; the output folder is as it "
+                f"was (--workers 1 synthesizes in one process):\n{details}"
             )
-        _move_into_place(target, [w.staging for w in workers], [plan.name for plan in fleet.clusters])
-        succeeded = True
-    finally:
-        gc.unfreeze()
-        for worker in workers:
-            if not succeeded and worker.process.is_alive():
-                worker.process.kill()  # interrupted, or another worker failed: stop it
+        stagings = [w.staging for w in busy if w.staging is not None]
+        _move_into_place(target, stagings, [plan.name for plan in fleet.clusters])
+
+    def close(self) -> None:
+        """Stop the workers that have not finished (idle, or interrupted) and remove their staging folders."""
+        for worker in self.workers:
+            if not worker.done and worker.process.is_alive():
+                worker.process.kill()
             worker.process.join()
+            worker.tasks.close()
             worker.messages.close()
-            shutil.rmtree(worker.staging, ignore_errors=True)
+            if worker.staging is not None:
+                shutil.rmtree(worker.staging, ignore_errors=True)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def synthesize_in_workers(
+    fleet: Fleet, target: Path, count: int, on_stack: Callable[[ClusterPlan], None] | None = None
+) -> None:
+    """Synthesize `fleet` into `target` with `count` forked workers; raises if any worker fails."""
+    with WorkerPool(count) as pool:
+        pool.synthesize(fleet, target, on_stack)
 
 
 def _collect(
