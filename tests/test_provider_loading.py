@@ -72,7 +72,7 @@ def _fleet_using_every_binding_class(tmp_path: Path) -> tuple[Path, Path]:
     }
     clusters = [
         cluster(name="static-one", catalogConfigMap={"namespace": "themelio-system"}),
-        # The same offerings again: the second and third stacks pass the first one's values as tokens.
+        # The same offerings again: the three stacks pass the same tokens (shared_values.py).
         cluster(name="static-two", catalogConfigMap={"namespace": "themelio-system"}),
         cluster(name="static-three", catalogConfigMap={"namespace": "themelio-system"}),
         cluster(

@@ -12,12 +12,10 @@ from tests.builders import cluster, fleet_of
 from themelio_gpu.constructs import shared_values
 
 
-def test_stacks_sharing_values_synthesize_what_the_first_stack_passed_itself(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_stacks_sharing_values_synthesize_the_same_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from themelio_gpu.outputs.synth import synthesize
 
-    monkeypatch.setattr(shared_values, "_tokens", {})  # the first stack passes every value itself
+    monkeypatch.setattr(shared_values, "_tokens", {})  # the first stack makes every token
     names = ("first", "second", "third")
     config_map = {"namespace": "themelio-system"}
     fleet = fleet_of(tmp_path, *(cluster(name=n, catalogConfigMap=config_map) for n in names))
@@ -32,8 +30,8 @@ def test_stacks_sharing_values_synthesize_what_the_first_stack_passed_itself(
         return {k: v for k, v in body.items() if k != "//"}  # "//" names the stack
 
     first, second, third = (stack(n) for n in names)
-    # The second stack made the tokens, the third reused them: outputs and the DeviceClass map.
-    assert len([t for t in shared_values._tokens.values() if t is not None]) >= 2
+    # The first stack made the tokens, the others reused them: outputs and the DeviceClass map.
+    assert len(shared_values._tokens) >= 2
 
     def outputs(stack: dict[str, Any], name: str) -> str:
         return json.dumps(stack["output"], sort_keys=True).replace(f'"cluster": "{name}"', '"cluster": "<name>"')
@@ -54,7 +52,9 @@ def test_values_holding_jsii_objects_are_passed_as_they_are(monkeypatch: pytest.
     assert shared_values._tokens == {}
 
 
-def test_prepare_runs_only_for_the_stacks_that_pass_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_stack_passes_one_token_per_value_and_prepare_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cdktf import Tokenization
+
     from themelio_gpu.constructs.literal import literal
 
     monkeypatch.setattr(shared_values, "_tokens", {})
@@ -66,9 +66,9 @@ def test_prepare_runs_only_for_the_stacks_that_pass_the_value(monkeypatch: pytes
 
     value = {"description": "${not a reference}"}
     first = shared_values.shared_value(value, escape)
-    assert first == {"description": "$${not a reference}"}
-    second = shared_values.shared_value(value, escape)  # the token, holding the escaped value
-    assert second is shared_values.shared_value(dict(value), escape)  # the third stack: no escaping
-    assert len(prepared) == 2
+    assert Tokenization.is_resolvable(first)  # from the first stack on: the token, holding the escaped value
+    assert shared_values.shared_value(dict(value), escape) is first  # an equal value: the same token
+    assert prepared == [value]
     # The same value passed as it is is another value: it never gets the escaped one's token.
-    assert shared_values.shared_value(value) is value
+    assert shared_values.shared_value(value) is not first
+    assert len(shared_values._tokens) == 2
