@@ -41,7 +41,7 @@ WORKERS_ENV = "THEMELIO_SYNTH_WORKERS"
 CLUSTERS_PER_WORKER = 20
 """A worker pays about half a second to start jsii and load the bindings: worth it from about 20 clusters."""
 MAX_AUTOMATIC_WORKERS = 4
-"""Each worker peaks at about 250 MiB (Python and node); more than four rarely pays on shared runners."""
+"""Each worker peaks at about 200 MiB (Python and node); more than four rarely pays on shared runners."""
 _STAGING_PREFIX = ".synth-"
 
 
@@ -94,7 +94,7 @@ def worker_count(clusters: int, requested: int | None, cpus: int, forkable: bool
 @dataclass
 class _Worker:
     process: Any  # multiprocessing's forked Process
-    tasks: Connection  # this end sends the worker its chunk (or None: nothing to do)
+    tasks: Connection  # this end sends the worker the fleet and its staging folder (or None: nothing to do)
     messages: Connection
     staging: Path | None = None
     done: bool = False
@@ -123,7 +123,7 @@ def _worker_main(tasks: Connection, messages: Connection, next_index: Any) -> No
         # The workers keep every CPU busy: V8's helper threads would only compete with the other workers.
         single_threaded_kernel()
         # Imported (which starts jsii's node process and loads the bindings) while the parent still reads
-        # and checks the fleet: the worker is ready when its chunk arrives.
+        # and checks the fleet: the worker is ready when the fleet arrives.
         import themelio_gpu.outputs.app  # noqa: F401
 
         fleet = pickle.loads(tasks.recv_bytes())
@@ -283,7 +283,7 @@ def _move_into_place(target: Path, stagings: Sequence[Path], names: Sequence[str
         manifest = json.loads((staging / MANIFEST).read_text(encoding="utf-8"))
         version = manifest["version"]
         stacks.update(manifest["stacks"])
-    assert sorted(stacks) == sorted(names), "every worker wrote the stacks of its own chunk"
+    assert sorted(stacks) == sorted(names), "the workers wrote every stack of the fleet, each once"
     for staging in stagings:
         for file in sorted((staging / STACKS_FOLDER).rglob("*")):
             if file.is_file():
