@@ -12,6 +12,7 @@ All but the last run in fresh interpreters: the test process's own kernel starte
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -196,3 +197,120 @@ def test_when_jsii_relay_stays(
     if not has_posix_spawn:
         monkeypatch.delattr(os, "posix_spawn")
     assert kernel_channel.direct_channel_wanted() is wanted
+
+
+# --- requests, written in one pass ----------------------------------------------------------------------
+
+
+@functools.cache
+def _jsii_converter() -> Any:
+    """The converter (cattrs) of a jsii _NodeProcess that never starts node."""
+    from jsii._kernel.providers import process
+
+    unstarted = process._NodeProcess()  # type: ignore[no-untyped-call]
+    unstarted.stop = lambda: None  # type: ignore[method-assign]  # its __del__ would stop a process it never had
+    return unstarted._serializer
+
+
+def _jsii_request_json(request: Any) -> str:
+    """A request as jsii's own send writes it: its converter, then json.dumps with its jdefault."""
+    from jsii._kernel.providers import process
+
+    return json.dumps(_jsii_converter().unstructure(request), default=process.jdefault)
+
+
+def _every_request() -> list[Any]:
+    """One request of every class jsii sends, with the kinds of values the bindings pass."""
+    import datetime
+    import enum
+
+    from jsii._kernel import types
+    from jsii._kernel.providers.process import _CompleteRequest
+
+    class Size(enum.Enum):  # as a jsii enum: the type it names is its __jsii_type__
+        LARGE = "LARGE"
+
+    Size.__jsii_type__ = "calc.Size"  # type: ignore[attr-defined]
+    ref = types.ObjRef(ref="cdktf.TerraformStack@10001")
+    typed = types.ObjRef(ref="cdktf.Lazy@10002", interfaces=["cdktf.IResolvable"])
+    args = [
+        ref,
+        "id",
+        {"$jsii.map": {"a": [1, 2.5, None, True], "b": {"$jsii.struct": {"fqn": "x.Y", "data": {"c": typed}}}}},
+        Size.LARGE,
+        datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC),
+        ("tuple", "as", "list"),
+        "ünïcode ${not a token}",
+    ]
+    return [
+        types.LoadRequest(name="cdktf", version="0.21.0", tarball="/tmp/cdktf.tgz"),
+        types.GetScriptCommandRequest(assembly="a", script="s", args=args),
+        types.CreateRequest(fqn="x.Y", args=args, overrides=[types.Override(method="m", cookie="c")]),
+        types.CreateRequest(fqn="x.Y", interfaces=["x.IZ"]),
+        types.DeleteRequest(objref=ref),
+        types.GetRequest(objref=ref, property="p"),
+        types.StaticGetRequest(fqn="x.Y", property="p"),
+        types.SetRequest(objref=ref, property="p", value=args),
+        types.StaticSetRequest(fqn="x.Y", property="p", value="v"),
+        types.InvokeRequest(objref=ref, method="addOverride", args=args),
+        types.StaticInvokeRequest(fqn="cdktf.Token", method="asAny", args=args),
+        types.BeginRequest(objref=ref, method="m"),
+        types.StaticBeginRequest(fqn="x.Y", method="m", args=None),
+        types.EndRequest(promiseid="p1"),
+        types.CallbacksRequest(),
+        types.CompleteRequest(cbid="cb1", result=None),
+        _CompleteRequest(complete=types.CompleteRequest(cbid="cb2", err="boom", result=args)),
+        types.StatsRequest(),
+    ]
+
+
+@pytest.mark.parametrize("request_", _every_request(), ids=lambda r: type(r).__name__)
+def test_every_request_is_written_as_jsii_writes_it(request_: Any) -> None:
+    assert kernel_channel.request_json(request_) == _jsii_request_json(request_)
+
+
+def test_a_naive_datetime_is_refused_as_jsii_refuses_it() -> None:
+    import datetime
+
+    from jsii._kernel import types
+
+    request = types.StaticInvokeRequest(fqn="x.Y", method="m", args=[datetime.datetime(2026, 12, 1)])
+    with pytest.raises(TypeError, match="Naive datetimes are not supported"):
+        kernel_channel.request_json(request)
+
+
+_COMPARING_SYNTH = """
+import json, sys
+from themelio_gpu import kernel_channel
+from themelio_gpu.cli import synth_main
+from jsii._kernel.providers import process
+seen, differing = [0], []
+def send(self, request, response_type):
+    seen[0] += 1
+    ours = kernel_channel.request_json(request)
+    if ours != json.dumps(self._serializer.unstructure(request), default=process.jdefault):
+        differing.append(ours[:200])
+    return kernel_channel._send(self, request, response_type)
+import themelio_gpu.outputs.app  # installs the channel; then every request passes through this check
+process._NodeProcess.send = send
+code = synth_main(["--catalog", sys.argv[1], "--stacks-dir", sys.argv[2], "--outdir", sys.argv[3], "--quiet",
+                   "--workers", "1"])
+print(json.dumps({"code": code, "seen": seen[0], "differing": differing}))
+"""
+
+
+def test_every_request_of_a_synthesis_is_written_as_jsii_writes_it(tmp_path: Path) -> None:
+    catalog, stacks = _fleet_using_every_binding_class(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", _COMPARING_SYNTH, str(catalog), str(stacks), str(tmp_path / "out")],
+        cwd=ROOT,
+        env=_env_without_preload(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["code"] == 0
+    assert report["seen"] > 50  # creates, invokes, static invokes, loads, the synth and its callbacks
+    assert report["differing"] == []
