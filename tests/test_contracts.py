@@ -148,3 +148,33 @@ def test_emitted_resource_quotas_are_valid_kubernetes_objects(version: str) -> N
             prefix, name = key.split("/")
             assert len(prefix) <= 253 and subdomain.match(prefix), key
             assert len(name) <= 63 and name_part.match(name), key
+
+
+_TRICKY_DOCUMENTS: list[dict[str, Any]] = [
+    {},
+    {"a": {}, "b": [], "c": None, "d": "", "e": [{}], "f": [[1, 2], []]},
+    {"true": "yes", "null": "~", "1": 1.0, "key: with colon": "# not a comment", "ünï": "çödé\n2nd line"},
+    {"long": "x" * 300, "k" * 200: "long key", "nested": {"z": {"y": [{"x": True}]}}},
+]
+
+
+@pytest.mark.parametrize("document", _TRICKY_DOCUMENTS, ids=range(len(_TRICKY_DOCUMENTS)))
+def test_config_map_yaml_rendered_entry_by_entry_is_the_whole_document(document: dict[str, Any]) -> None:
+    from themelio_gpu.constructs.catalog_outputs import _yaml
+    from themelio_gpu.outputs.yaml_output import dump_yaml
+
+    assert _yaml(document) == dump_yaml(document)
+
+
+def test_every_fixture_clusters_config_map_yaml_is_the_whole_document(example_fleet: Fleet) -> None:
+    from themelio_gpu.constructs.catalog_outputs import _yaml
+    from themelio_gpu.outputs.yaml_output import dump_yaml
+
+    for plan in example_fleet.clusters:
+        quota = plan_quota(plan)
+        for document in (
+            waldur_quota_mapping(plan, quota),
+            gpu_labels_config(plan.offerings, plan.definition.serve_migration_aliases),
+            kubeflow_spawner_gpus(plan.offerings, quota.grant_names),
+        ):
+            assert _yaml(document) == dump_yaml(document), plan.name

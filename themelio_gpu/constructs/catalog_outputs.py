@@ -27,14 +27,19 @@ from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.quota import plan_quota
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=1024)
 def _yaml_of_json(text: str) -> str:
     # Keyed by content: clusters serving the same offerings render their ConfigMap YAML once.
     return dump_yaml(json.loads(text))
 
 
 def _yaml(data: Any) -> str:
-    return _yaml_of_json(json.dumps(data, sort_keys=True))
+    if not isinstance(data, dict) or not data:
+        return _yaml_of_json(json.dumps(data, sort_keys=True))
+    # A block mapping's YAML is its entries' YAML one after the other, in key order (dump_yaml sorts keys
+    # and never aliases): each entry is rendered once per content, so a document that differs from another
+    # cluster's in one entry (the Waldur mapping names its cluster) renders only that entry again.
+    return "".join(_yaml_of_json(json.dumps({key: data[key]}, sort_keys=True)) for key in sorted(data))
 
 
 class CatalogOutputs:
