@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -246,6 +247,7 @@ def test_bad_input_stops_the_workers_started_for_it_and_writes_nothing(tmp_path:
 _POOL_LARGER_THAN_THE_FLEET = """
 import sys
 from pathlib import Path
+from typing import Any
 from themelio_gpu.outputs.workers import WorkerPool
 from themelio_gpu.plan.fleet import load_fleet
 pool = WorkerPool(3)  # forked before the fleet is loaded, as main.py does
@@ -265,3 +267,52 @@ def test_a_worker_without_clusters_is_told_so_and_exits(tmp_path: Path) -> None:
     assert result.stdout.strip() == "[0, 0, 0]"
     assert sorted(p.name for p in (tmp_path / "out" / "stacks").iterdir()) == ["alpha", "beta"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["manifest.json", "stacks"]
+
+
+def _claims(ranges: list[tuple[int, int]]) -> Any:
+    import multiprocessing
+
+    claims = multiprocessing.get_context("fork").Array("q", 2 * len(ranges))
+    for own, (front, back) in enumerate(ranges):
+        claims[2 * own], claims[2 * own + 1] = front, back
+    return claims
+
+
+def test_a_worker_claims_its_range_front_to_back_then_the_back_of_the_fullest_other() -> None:
+    from themelio_gpu.outputs.workers import _claimed
+
+    plans: list[Any] = list(range(10))
+    claims = _claims([(0, 3), (3, 6), (6, 10)])
+    first: Any = _claimed(plans, claims, 0)  # indexes stand in for plans
+    assert [next(first) for _ in range(3)] == [0, 1, 2]  # its own range
+    assert next(first) == 9  # then the back of the range with the most left (6..9)
+    second: Any = _claimed(plans, claims, 1)
+    assert list(second) == [3, 4, 5, 8, 7, 6]  # its range, then all that is left, from the back
+    assert list(first) == []  # nothing is claimed twice
+
+
+def test_every_cluster_is_claimed_exactly_once_whoever_claims_it() -> None:
+    from themelio_gpu.outputs.workers import _claimed
+
+    plans: list[Any] = list(range(23))
+    claims = _claims([(0, 7), (7, 15), (15, 23)])
+    workers: list[Any] = [_claimed(plans, claims, own) for own in range(3)]
+    taken: list[Any] = []
+    for step in range(100):  # in turns, as processes would interleave
+        item = next(workers[step % 3], None)
+        if item is not None:
+            taken.append(item)
+    assert sorted(taken) == plans
+
+
+def test_clusters_serving_the_same_offerings_are_claimed_together(tmp_path: Path) -> None:
+    from tests.builders import fleet_of
+    from themelio_gpu.outputs.workers import sharing_order
+
+    a100, l4 = ["nvidia.com/a100"], ["nvidia.com/gpu"]
+    fleet = fleet_of(
+        tmp_path,
+        *(cluster(name=f"c{i}", offerings=a100 if i % 2 else l4) for i in range(4)),
+    )
+    ordered = [plan.name for plan in sorted(fleet.clusters, key=sharing_order)]
+    assert ordered == ["c1", "c3", "c0", "c2"]

@@ -3,7 +3,8 @@
 jsii runs each cdktf app in one node process that answers one request at a time, so one synthesis keeps
 about one CPU busy (Python and node take turns). For a large fleet, `main.py` forks workers before it
 reads the fleet (`WorkerPool`): each starts its own jsii node process meanwhile, then gets the checked
-fleet and claims clusters one at a time until none is left, synthesizing them into its own staging folder
+fleet, sorted so that clusters serving the same offerings are neighbours, and synthesizes its own range of
+it, then takes clusters from the ranges with the most left until none is, into its own staging folder
 inside the output folder. When every worker has succeeded, their stack files are moved into place and one
 manifest.json listing every stack is written, as cdktf writes it. A failed worker leaves the output folder
 as it was; bad input stops the workers before anything is written.
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from types import MappingProxyType
@@ -116,7 +117,7 @@ def _pickled(fleet: Fleet | None) -> bytes:
     return buffer.getvalue()
 
 
-def _worker_main(tasks: Connection, messages: Connection, next_index: Any) -> None:
+def _worker_main(tasks: Connection, messages: Connection, claims: Any, own: int) -> None:
     """In the forked process: start jsii, then synthesize the clusters it claims of the fleet the parent
     sends (None: nothing to do) into the staging folder that follows."""
     try:
@@ -128,7 +129,7 @@ def _worker_main(tasks: Connection, messages: Connection, next_index: Any) -> No
 
         fleet = pickle.loads(tasks.recv_bytes())
         if fleet is not None:
-            _run_worker(fleet, tasks.recv(), messages, next_index)
+            _run_worker(fleet, tasks.recv(), messages, _claimed(fleet.clusters, claims, own))
         tasks.close()
         messages.send(("done", None))
     except BaseException:
@@ -141,26 +142,40 @@ def _worker_main(tasks: Connection, messages: Connection, next_index: Any) -> No
         atexit._run_exitfuncs()
 
 
-def _run_worker(fleet: Fleet, staging: Path, messages: Connection, next_index: Any) -> None:
-    """Synthesize the stacks of the clusters this worker claims into `staging`, reporting each one built."""
+def _run_worker(fleet: Fleet, staging: Path, messages: Connection, plans: Iterator[ClusterPlan]) -> None:
+    """Synthesize the stacks of `plans` (those this worker claims) into `staging`, reporting each one built."""
     from themelio_gpu.outputs.app import build_app
 
     def report(plan: ClusterPlan) -> None:
         messages.send(("built", plan.name))
 
-    build_app(_claimed(fleet.clusters, next_index), staging, report).synth()
+    build_app(plans, staging, report).synth()
 
 
-def _claimed(plans: Sequence[ClusterPlan], next_index: Any) -> Iterator[ClusterPlan]:
-    """The clusters no other worker has claimed yet, one at a time: every worker stays busy until the last
-    one is built (with a fixed split, one would idle while a slower one finishes)."""
+def _claimed(plans: Sequence[ClusterPlan], claims: Any, own: int) -> Iterator[ClusterPlan]:
+    """The clusters of this worker's range, front to back; then, one at a time, the last unclaimed cluster of
+    the range with the most left. `claims` holds each range's next and end index (see WorkerPool.synthesize).
+
+    Ranges keep clusters that share outputs together (a worker renders and sends each shared value once),
+    and claiming keeps every worker busy until the last cluster is built."""
+    ranges = len(claims) // 2
     while True:
-        with next_index.get_lock():
-            index = next_index.value
-            next_index.value = index + 1
-        if index >= len(plans):
-            return
+        with claims.get_lock():
+            if claims[2 * own] < claims[2 * own + 1]:
+                index = claims[2 * own]
+                claims[2 * own] = index + 1
+            else:
+                fullest = max(range(ranges), key=lambda r: claims[2 * r + 1] - claims[2 * r])
+                if claims[2 * fullest] >= claims[2 * fullest + 1]:
+                    return
+                index = claims[2 * fullest + 1] - 1
+                claims[2 * fullest + 1] = index
         yield plans[index]
+
+
+def sharing_order(plan: ClusterPlan) -> tuple[Any, ...]:
+    """Clusters serving the same offerings (so the same catalog outputs and DeviceClasses) sort together."""
+    return (tuple(o.name for o in plan.offerings), plan.definition.serve_migration_aliases, plan.name)
 
 
 class WorkerPool:
@@ -173,15 +188,16 @@ class WorkerPool:
     def __init__(self, count: int) -> None:
         context = multiprocessing.get_context("fork")
         self.workers: list[_Worker] = []
-        self.next_index = context.Value("q", 0)  # the fleet's next unclaimed cluster, shared by the workers
+        # Per worker, the next and the end index of its range of the fleet (set in synthesize), shared.
+        self.claims = context.Array("q", 2 * count)
         # What this process has loaded stays alive in every worker: frozen, their garbage collections never
         # walk it (nor touch its pages, which stay shared). Python's gc docs recommend this before fork().
         gc.freeze()
         try:
-            for _ in range(count):
+            for own in range(count):
                 task_receiver, task_sender = context.Pipe(duplex=False)
                 receiver, sender = context.Pipe(duplex=False)
-                process = context.Process(target=_worker_main, args=(task_receiver, sender, self.next_index))
+                process = context.Process(target=_worker_main, args=(task_receiver, sender, self.claims, own))
                 process.start()
                 task_receiver.close()
                 sender.close()  # the worker holds the only sending end: its exit ends the pipe
@@ -203,7 +219,11 @@ class WorkerPool:
         worker fails."""
         by_name = {plan.name: plan for plan in fleet.clusters}
         busy = self.workers[: len(fleet.clusters)]  # more workers than clusters: the others get nothing
-        pickled = _pickled(fleet)
+        plans = tuple(sorted(fleet.clusters, key=sharing_order))
+        for own in range(self.size):  # contiguous ranges of nearly equal size
+            self.claims[2 * own] = own * len(plans) // self.size
+            self.claims[2 * own + 1] = (own + 1) * len(plans) // self.size
+        pickled = _pickled(replace(fleet, clusters=plans))
         for worker in self.workers:
             if worker in busy:
                 worker.staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=target))
