@@ -304,13 +304,19 @@ def _move_into_place(target: Path, stagings: Sequence[Path], names: Sequence[str
         version = manifest["version"]
         stacks.update(manifest["stacks"])
     assert sorted(stacks) == sorted(names), "the workers wrote every stack of the fleet, each once"
+    (target / STACKS_FOLDER).mkdir(exist_ok=True)
     for staging in stagings:
-        for file in sorted((staging / STACKS_FOLDER).rglob("*")):
-            if file.is_file():
-                destination = target / file.relative_to(staging)
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                # Files, not folders: a stack folder may hold Terraform's working files and local state.
-                file.replace(destination)
+        for folder in sorted((staging / STACKS_FOLDER).iterdir()):
+            destination = target / STACKS_FOLDER / folder.name
+            if not destination.exists():
+                folder.rename(destination)  # a new stack: its folder, in one step
+                continue
+            # An existing stack: its files, not the folder, which may hold Terraform's files and local state.
+            for file in sorted(folder.rglob("*")):
+                if file.is_file():
+                    moved = destination / file.relative_to(folder)
+                    moved.parent.mkdir(parents=True, exist_ok=True)
+                    file.replace(moved)
     manifest_text = stable_stringify({"stacks": stacks, "version": version})
     staged_manifest = stagings[0] / MANIFEST
     staged_manifest.write_text(manifest_text, encoding="utf-8")
