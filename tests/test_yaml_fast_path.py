@@ -93,7 +93,7 @@ def test_tricky_documents_read_the_same_on_both_paths(text: str, monkeypatch: py
 
 def test_cluster_files_take_the_direct_path() -> None:
     """Else the fast path would be dead code: every fixture cluster file is plain."""
-    stacks = sorted((ROOT / "tests" / "fixtures" / "fleets").glob("*/stacks/*.yaml"))
+    stacks = [path for path in FIXTURE_YAML if path.parent.name == "stacks"]  # the fixture fleets' clusters
     assert stacks
     for path in stacks:
         loader = yaml_input._UniqueKeyLoader(path.read_text(encoding="utf-8"))
