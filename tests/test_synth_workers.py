@@ -316,3 +316,22 @@ def test_clusters_serving_the_same_offerings_are_claimed_together(tmp_path: Path
     )
     ordered = [plan.name for plan in sorted(fleet.clusters, key=sharing_order)]
     assert ordered == ["c1", "c3", "c0", "c2"]
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in (ROOT / "tests" / "fixtures" / "fleets").iterdir() if (p / "stacks").is_dir())
+)
+def test_every_fixture_fleet_reaches_the_workers_as_it_was_loaded(name: str) -> None:
+    # Workers get the checked fleet pickled: a plan type pickle cannot rebuild would fail every large synthesis.
+    import pickle
+
+    from themelio_gpu.inputs.problems import InputError
+    from themelio_gpu.outputs.workers import _pickled
+    from themelio_gpu.plan.fleet import load_fleet
+
+    folder = ROOT / "tests" / "fixtures" / "fleets" / name
+    try:
+        fleet = load_fleet(folder / "catalog" / "gpu-catalog.yaml", folder / "stacks")
+    except InputError as error:
+        pytest.fail(f"{name}: {error.render()}")
+    assert pickle.loads(_pickled(fleet)) == fleet

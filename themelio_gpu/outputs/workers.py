@@ -218,14 +218,13 @@ class WorkerPool:
         """Synthesize `fleet` into `target`, each worker claiming clusters until none is left; raises if any
         worker fails."""
         by_name = {plan.name: plan for plan in fleet.clusters}
-        busy = self.workers[: len(fleet.clusters)]  # more workers than clusters: the others get nothing
         plans = tuple(sorted(fleet.clusters, key=sharing_order))
         for own in range(self.size):  # contiguous ranges of nearly equal size
             self.claims[2 * own] = own * len(plans) // self.size
             self.claims[2 * own + 1] = (own + 1) * len(plans) // self.size
         pickled = _pickled(replace(fleet, clusters=plans))
-        for worker in self.workers:
-            if worker in busy:
+        for own, worker in enumerate(self.workers):
+            if own < len(plans):  # more workers than clusters: the others get nothing
                 worker.staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=target))
                 worker.tasks.send_bytes(pickled)
                 worker.tasks.send(worker.staging)
@@ -242,7 +241,7 @@ class WorkerPool:
                 f"synthesis failed in {len(failed)} of {self.size} worker processes; the output folder is as it "
                 f"was (--workers 1 synthesizes in one process):\n{details}"
             )
-        stagings = [w.staging for w in busy if w.staging is not None]
+        stagings = [w.staging for w in self.workers if w.staging is not None]
         _move_into_place(target, stagings, [plan.name for plan in fleet.clusters])
 
     def close(self) -> None:
