@@ -191,55 +191,8 @@ def _check_aliases(root: yaml.Node) -> None:
     size(root)
 
 
-_STR_TAG, _SEQ_TAG, _MAP_TAG = (f"tag:yaml.org,2002:{kind}" for kind in ("str", "seq", "map"))
-_PLAIN_DEPTH = 64
-"""Deeper documents take PyYAML's path, whose RecursionError ("nested too deeply") this path must not hide."""
-
-
-class _NotPlainError(Exception):
-    """The document needs PyYAML's constructor: something it treats specially, or a problem to report."""
-
-
-def _plain_data(root: yaml.Node, loader: _UniqueKeyLoader) -> Any:
-    """The data of an alias-free document, built directly from its nodes; raises _NotPlainError when unsure.
-
-    PyYAML's constructor spends most of its time on bookkeeping that a document without aliases does not
-    need (a memo per node, deferred generators). Strings, lists and mappings are built here; other scalars
-    (numbers, booleans, null, dates) go to PyYAML's own constructors. Anything else (merge keys, explicit
-    tags for collections, a duplicate or unhashable key, an error, a huge or deep document) raises
-    _NotPlainError, and the caller takes PyYAML's path, which gives the same data or reports the problem.
-    """
-    count = 0
-
-    def build(node: yaml.Node, depth: int) -> Any:
-        nonlocal count
-        count += 1
-        if count > MAX_VALUES or depth > _PLAIN_DEPTH:
-            raise _NotPlainError
-        if isinstance(node, yaml.ScalarNode):
-            return node.value if node.tag == _STR_TAG else loader.construct_object(node, deep=True)
-        if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ_TAG:
-            return [build(item, depth + 1) for item in node.value]
-        if isinstance(node, yaml.MappingNode) and node.tag == _MAP_TAG:
-            keys = [build(key, depth + 1) for key, _ in node.value]
-            if not all(isinstance(key, Hashable) for key in keys) or len(set(keys)) < len(keys):
-                raise _NotPlainError
-            return dict(zip(keys, [build(value, depth + 1) for _, value in node.value], strict=True))
-        raise _NotPlainError
-
-    try:
-        return build(root, 0)
-    except Exception as error:  # any failure: PyYAML's path reports it as it always has
-        raise _NotPlainError from error
-
-
-def _constructed_data(text: str, root: yaml.Node, loader: _UniqueKeyLoader) -> Any:
-    """The document's data: built directly when it is plain (see _plain_data), else by PyYAML."""
-    if "*" not in text:  # without an asterisk there is no alias, so every node has one parent
-        try:
-            return _plain_data(root, loader)
-        except _NotPlainError:
-            loader = _UniqueKeyLoader("")  # a fresh constructor: the failed attempt may have left state
+def _constructed_data(root: yaml.Node, loader: _UniqueKeyLoader) -> Any:
+    """The document's data, after refusing aliases that would expand it without bound."""
     _check_aliases(root)
     return loader.construct_document(root)
 
@@ -276,7 +229,7 @@ def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocumen
         if root is None:
             return YamlDocument(None, None)
         try:
-            return YamlDocument(_constructed_data(text, root, loader), root)
+            return YamlDocument(_constructed_data(root, loader), root)
         except _TAG_MISMATCH:
             where, what = _tag_mismatch(root)
             problems.add(name, where, f"invalid YAML: {what}")
