@@ -20,13 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from themelio_gpu.bindings_loader import ARGUMENT_CHECKS_ENV
 from themelio_gpu.plan.fleet import Fleet, load_fleet
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, InputPaths, input_paths
-
-# The tests keep the bindings' typeguard argument checks that synthesis skips (bindings_loader.py): every
-# call this code makes is checked on every fixture fleet, in this process and in the ones it starts.
-os.environ.setdefault(ARGUMENT_CHECKS_ENV, "1")
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 

@@ -4,15 +4,15 @@
   node process (the kernel) instead of two;
 - the kernel's own output still reaches stderr, a JavaScript error is still a Python exception, and the
   kernel is stopped and reaped when the app is done;
-- synthesis workers start their kernel with V8 single-threaded;
-- a jsii runtime laid out otherwise than the pinned one is a clear error, not a guess; THEMELIO_JSII_RELAY=1,
-  a user's JSII_RUNTIME or a platform without posix_spawn keep jsii's relay.
+- when the Python process dies, whatever killed it, the kernel ends with it;
+- a jsii runtime laid out otherwise than the pinned one is a clear error, not a guess;
+  THEMELIO_SPEEDUPS_OFF=direct-kernel, a user's JSII_RUNTIME or a platform without posix_spawn keep jsii's
+  relay.
 All but the last run in fresh interpreters: the test process's own kernel started long ago.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
@@ -25,7 +25,10 @@ import pytest
 from tests.conftest import ROOT
 from tests.test_provider_loading import _env_without_preload, _files, _fleet_using_every_binding_class
 from themelio_gpu import kernel_channel
-from themelio_gpu.kernel_channel import RELAY_ENV, KernelChannelError
+from themelio_gpu.kernel_channel import KernelChannelError
+from themelio_gpu.speedups import ENV as SPEEDUPS_ENV
+
+RELAY = {SPEEDUPS_ENV: "direct-kernel"}
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads the process tree in /proc")
 
@@ -43,15 +46,11 @@ action = sys.argv[1]
 if action == "synth":
     from themelio_gpu.cli import synth_main
     report["code"] = synth_main(["--catalog", sys.argv[2], "--stacks-dir", sys.argv[3], "--outdir", sys.argv[4],
-                                 "--quiet", "--workers", "1"])
-elif action in ("start", "start-single-threaded"):
-    if action == "start-single-threaded":
-        from themelio_gpu.kernel_channel import single_threaded_kernel
-        single_threaded_kernel()
+                                 "--quiet"])
+elif action == "start":
     import themelio_gpu.outputs.app  # which starts the kernel (cdktf loads its assembly)
 elif action == "javascript-error":
-    from themelio_gpu.outputs.app import build_app
-    from cdktf import App, TerraformStack
+    from themelio_gpu.constructs.providers import App, TerraformStack
     app = App(outdir=sys.argv[2])
     TerraformStack(app, "twice")
     try:
@@ -89,7 +88,7 @@ def _scripts(commands: list[list[str]]) -> list[str]:
 def test_the_direct_channel_synthesizes_the_same_bytes_as_jsii_relay(tmp_path: Path) -> None:
     catalog, stacks = _fleet_using_every_binding_class(tmp_path)
     direct, _ = _run("synth", str(catalog), str(stacks), str(tmp_path / "direct"))
-    relay, _ = _run("synth", str(catalog), str(stacks), str(tmp_path / "relay"), env={RELAY_ENV: "1"})
+    relay, _ = _run("synth", str(catalog), str(stacks), str(tmp_path / "relay"), env=RELAY)
 
     assert direct["code"] == relay["code"] == 0
     # Each run took its own path: one node process running the kernel, or jsii's relay and its kernel.
@@ -113,14 +112,32 @@ def test_the_kernel_output_reaches_stderr_and_javascript_errors_stay_exceptions(
     assert report["kernel_gone"]
 
 
-def test_synthesis_workers_start_their_kernel_single_threaded() -> None:
-    report, _ = _run("start-single-threaded")
-    (command,) = report["node"]
-    assert Path(command[-1]).name == "program.js"
-    assert "--single-threaded" in command
-    plain, _ = _run("start")
-    (command,) = plain["node"]
-    assert "--single-threaded" not in command
+KILLED = """
+import os, sys, time
+import themelio_gpu.outputs.app  # starts the kernel
+print(os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("env", [{}, RELAY], ids=["direct", "relay"])
+def test_the_kernel_ends_when_the_python_process_is_killed(env: dict[str, str]) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLED],
+        cwd=ROOT,
+        env={**_env_without_preload(), **env},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    process.stdout.readline()
+    from tests.test_output_folder import _descendants, _gone_within
+
+    tree = _descendants(process.pid)
+    assert len(tree) == (1 if not env else 2)
+    process.kill()  # SIGKILL: no exit handler runs
+    process.wait(timeout=30)
+    assert _gone_within(tree, 1.0) == set()
 
 
 # --- in this process: the layout checks and when jsii's relay stays -----------------------------------
@@ -165,14 +182,14 @@ def test_another_runtime_layout_is_a_clear_error(
         kernel_channel._kernel_program(str(_runtime(tmp_path, relay, program)))
     message = str(error.value)
     assert message.startswith(f"jsii: {problem}. themelio_gpu/kernel_channel.py starts jsii 1.142.0's kernel")
-    assert f"Set {RELAY_ENV}=1 to use jsii's relay" in message
+    assert "Set THEMELIO_SPEEDUPS_OFF=direct-kernel to use jsii's relay" in message
 
 
 def test_another_jsii_version_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import jsii
 
     monkeypatch.setattr(jsii, "__version__", "1.143.0")
-    monkeypatch.delenv(RELAY_ENV, raising=False)
+    monkeypatch.delenv(SPEEDUPS_ENV, raising=False)
     monkeypatch.delenv("JSII_RUNTIME", raising=False)
     with pytest.raises(KernelChannelError, match=r"^jsii: version 1\.143\.0 is installed, the channel is written"):
         kernel_channel.use_direct_channel()
@@ -182,7 +199,8 @@ def test_another_jsii_version_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
     ("env", "has_posix_spawn", "wanted"),
     [
         ({}, True, True),
-        ({RELAY_ENV: "1"}, True, False),
+        (RELAY, True, False),
+        ({SPEEDUPS_ENV: "all"}, True, False),
         ({"JSII_RUNTIME": "/opt/my-runtime.js"}, True, False),
         ({}, False, False),
     ],
@@ -190,127 +208,10 @@ def test_another_jsii_version_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
 def test_when_jsii_relay_stays(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], has_posix_spawn: bool, wanted: bool
 ) -> None:
-    monkeypatch.delenv(RELAY_ENV, raising=False)
+    monkeypatch.delenv(SPEEDUPS_ENV, raising=False)
     monkeypatch.delenv("JSII_RUNTIME", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     if not has_posix_spawn:
         monkeypatch.delattr(os, "posix_spawn")
     assert kernel_channel.direct_channel_wanted() is wanted
-
-
-# --- requests, written in one pass ----------------------------------------------------------------------
-
-
-@functools.cache
-def _jsii_converter() -> Any:
-    """The converter (cattrs) of a jsii _NodeProcess that never starts node."""
-    from jsii._kernel.providers import process
-
-    unstarted = process._NodeProcess()  # type: ignore[no-untyped-call]
-    unstarted.stop = lambda: None  # type: ignore[method-assign]  # its __del__ would stop a process it never had
-    return unstarted._serializer
-
-
-def _jsii_request_json(request: Any) -> str:
-    """A request as jsii's own send writes it: its converter, then json.dumps with its jdefault."""
-    from jsii._kernel.providers import process
-
-    return json.dumps(_jsii_converter().unstructure(request), default=process.jdefault)
-
-
-def _every_request() -> list[Any]:
-    """One request of every class jsii sends, with the kinds of values the bindings pass."""
-    import datetime
-    import enum
-
-    from jsii._kernel import types
-    from jsii._kernel.providers.process import _CompleteRequest
-
-    class Size(enum.Enum):  # as a jsii enum: the type it names is its __jsii_type__
-        LARGE = "LARGE"
-
-    Size.__jsii_type__ = "calc.Size"  # type: ignore[attr-defined]
-    ref = types.ObjRef(ref="cdktf.TerraformStack@10001")
-    typed = types.ObjRef(ref="cdktf.Lazy@10002", interfaces=["cdktf.IResolvable"])
-    args = [
-        ref,
-        "id",
-        {"$jsii.map": {"a": [1, 2.5, None, True], "b": {"$jsii.struct": {"fqn": "x.Y", "data": {"c": typed}}}}},
-        Size.LARGE,
-        datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC),
-        ("tuple", "as", "list"),
-        "ünïcode ${not a token}",
-    ]
-    return [
-        types.LoadRequest(name="cdktf", version="0.21.0", tarball="/tmp/cdktf.tgz"),
-        types.GetScriptCommandRequest(assembly="a", script="s", args=args),
-        types.CreateRequest(fqn="x.Y", args=args, overrides=[types.Override(method="m", cookie="c")]),
-        types.CreateRequest(fqn="x.Y", interfaces=["x.IZ"]),
-        types.DeleteRequest(objref=ref),
-        types.GetRequest(objref=ref, property="p"),
-        types.StaticGetRequest(fqn="x.Y", property="p"),
-        types.SetRequest(objref=ref, property="p", value=args),
-        types.StaticSetRequest(fqn="x.Y", property="p", value="v"),
-        types.InvokeRequest(objref=ref, method="addOverride", args=args),
-        types.StaticInvokeRequest(fqn="cdktf.Token", method="asAny", args=args),
-        types.BeginRequest(objref=ref, method="m"),
-        types.StaticBeginRequest(fqn="x.Y", method="m", args=None),
-        types.EndRequest(promiseid="p1"),
-        types.CallbacksRequest(),
-        types.CompleteRequest(cbid="cb1", result=None),
-        _CompleteRequest(complete=types.CompleteRequest(cbid="cb2", err="boom", result=args)),
-        types.StatsRequest(),
-    ]
-
-
-@pytest.mark.parametrize("request_", _every_request(), ids=lambda r: type(r).__name__)
-def test_every_request_is_written_as_jsii_writes_it(request_: Any) -> None:
-    assert kernel_channel.request_json(request_) == _jsii_request_json(request_)
-
-
-def test_a_naive_datetime_is_refused_as_jsii_refuses_it() -> None:
-    import datetime
-
-    from jsii._kernel import types
-
-    request = types.StaticInvokeRequest(fqn="x.Y", method="m", args=[datetime.datetime(2026, 12, 1)])
-    with pytest.raises(TypeError, match="Naive datetimes are not supported"):
-        kernel_channel.request_json(request)
-
-
-_COMPARING_SYNTH = """
-import json, sys
-from themelio_gpu import kernel_channel
-from themelio_gpu.cli import synth_main
-from jsii._kernel.providers import process
-seen, differing = [0], []
-def send(self, request, response_type):
-    seen[0] += 1
-    ours = kernel_channel.request_json(request)
-    if ours != json.dumps(self._serializer.unstructure(request), default=process.jdefault):
-        differing.append(ours[:200])
-    return kernel_channel._send(self, request, response_type)
-import themelio_gpu.outputs.app  # installs the channel; then every request passes through this check
-process._NodeProcess.send = send
-code = synth_main(["--catalog", sys.argv[1], "--stacks-dir", sys.argv[2], "--outdir", sys.argv[3], "--quiet",
-                   "--workers", "1"])
-print(json.dumps({"code": code, "seen": seen[0], "differing": differing}))
-"""
-
-
-def test_every_request_of_a_synthesis_is_written_as_jsii_writes_it(tmp_path: Path) -> None:
-    catalog, stacks = _fleet_using_every_binding_class(tmp_path)
-    result = subprocess.run(
-        [sys.executable, "-c", _COMPARING_SYNTH, str(catalog), str(stacks), str(tmp_path / "out")],
-        cwd=ROOT,
-        env=_env_without_preload(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout.splitlines()[-1])
-    assert report["code"] == 0
-    assert report["seen"] > 50  # creates, invokes, static invokes, loads, the synth and its callbacks
-    assert report["differing"] == []

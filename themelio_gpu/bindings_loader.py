@@ -1,20 +1,21 @@
 """Loading only the parts of the provider bindings the stacks use, in Python and in jsii's node process.
 
 `import cdktf_cdktf_provider_kubernetes` runs a package `__init__` that imports all of its 109 submodules
-(about 4 s of typeguard-checked classes) while the stacks use six; and loading its jsii assembly makes
-node require all 84 MB of the package's JavaScript (about 0.7 s). Both are avoided here:
+(about 4 s of classes) while the stacks use six; and loading its jsii assembly makes node require all 84 MB
+of the package's JavaScript (about 0.7 s). Both are avoided here:
 - Python: `register_assembly` registers the assembly as that `__init__` does, through the package's
   `_jsii` module (which calls `jsii.JSIIAssembly.load`), without running the `__init__`; providers.py then
   imports only the submodules it names.
-- node: `preload_into_node` adds node_preload.js to NODE_OPTIONS before jsii starts node (themelio_gpu's
-  `__init__` calls it, ahead of any cdktf import); it turns the package's index of `require`s into getters
-  (and stops cdktf capturing a stack trace for every token it creates, see node_preload.js).
+- node: `kernel_environment` gives the jsii kernel, and only it, `--require node_preload.js` in
+  NODE_OPTIONS while providers.py starts it; the preload turns the package's index of `require`s into
+  getters. Nothing else this tool starts (terraform, helm, exec credential plugins) sees that option.
 Then the per-call cost: `memoize_type_hints` gives a loaded bindings module a `typing` whose
 `get_type_hints` resolves each type-checking stub once (see there).
-The bindings are pinned and archived upstream, so this layout will not move under us; a different installed
-version or layout stops with `BindingsLayoutError` (or a node error naming node_preload.js) instead of
-guessing. tests/test_provider_loading.py checks that the output is byte-identical to a full import.
-It sits beside cli.py, not in constructs/: every command runs it, and it imports nothing but the stdlib.
+These rely on the bindings' layout, which is why the versions are pinned exactly (Pipfile) and checked
+here: a different installed version or layout stops with `BindingsLayoutError` (or a node error naming
+node_preload.js) instead of guessing. tests/test_provider_loading.py checks that the output is
+byte-identical to a full import; `THEMELIO_SPEEDUPS_OFF` turns each part off (speedups.py).
+It imports nothing but the stdlib: every command may load it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import os
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,9 +109,22 @@ def node_options_with_preload(node_options: str | None) -> str:
     return f"{current} {option}".strip()
 
 
-def preload_into_node() -> None:
-    """Make the jsii node process load node_preload.js; only has an effect before jsii starts node."""
-    os.environ["NODE_OPTIONS"] = node_options_with_preload(os.environ.get("NODE_OPTIONS"))
+@contextmanager
+def kernel_environment(extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """The environment the jsii kernel starts with, only while the block runs (it starts on the first
+    assembly load): NODE_OPTIONS with the preload, and `extra`. The process's own environment is restored
+    after, so no other program this tool starts inherits them."""
+    wanted = {"NODE_OPTIONS": node_options_with_preload(os.environ.get("NODE_OPTIONS")), **(extra or {})}
+    saved = {name: os.environ.get(name) for name in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 # --- the bindings' argument checks -----------------------------------------------------------------------
@@ -177,41 +192,3 @@ def memoize_type_hints(module: types.ModuleType) -> None:
             "tests/test_provider_loading.py passes"
         )
     namespace.typing = proxy  # type: ignore[attr-defined]  # the global the module's functions read
-
-
-ARGUMENT_CHECKS_ENV = "THEMELIO_BINDING_CHECKS"
-"""`1`: keep the bindings' typeguard argument checks (the test suite does, see tests/conftest.py)."""
-
-
-def argument_checks_wanted() -> bool:
-    return os.environ.get(ARGUMENT_CHECKS_ENV, "").strip() == "1"
-
-
-def _unchecked(argname: str, value: object, expected_type: typing.Any) -> None:
-    """The bindings' `check_type`, skipped (see skip_argument_checks)."""
-
-
-def skip_argument_checks(module: types.ModuleType) -> None:
-    """Make the loaded jsii bindings module skip its typeguard argument checks, as `python -O` would.
-
-    Every generated method, constructor and struct checks each argument with typeguard before jsii sends it
-    to node (`if __debug__: ... check_type(argname=..., value=..., expected_type=...)`): about 100,000
-    checks, 2.5 ms of CPU per cluster, a fifth of synthesis's Python time. They duplicate two checks that
-    stay: mypy --strict checks these calls against the bindings' types, and the jsii kernel checks every
-    value it receives against the assembly's types (a wrong one is a RuntimeError naming the parameter).
-    The test suite keeps them (THEMELIO_BINDING_CHECKS=1); the bytes synthesized are the same either way
-    (tests/test_provider_loading.py).
-    """
-    namespace = _namespace(module)
-    current = vars(namespace).get("check_type")
-    if current is _unchecked:
-        return
-    code = getattr(current, "__code__", None)
-    if code is None or code.co_varnames[:3] != ("argname", "value", "expected_type"):
-        raise BindingsLayoutError(
-            f"{namespace.__name__}: no `check_type(argname, value, expected_type)` global. "
-            "themelio_gpu/bindings_loader.py (skip_argument_checks) replaces the typeguard check that "
-            "jsii-generated bindings call for every argument; check that the module is such a binding and "
-            f"that tests/test_provider_loading.py passes (or set {ARGUMENT_CHECKS_ENV}=1)"
-        )
-    namespace.check_type = _unchecked  # type: ignore[attr-defined]  # the global the module's functions read

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu import __version__
+from themelio_gpu import __version__, interrupts, speedups
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.problems import InputError, Problems
@@ -32,14 +32,7 @@ from themelio_gpu.outputs.contracts import (
     waldur_quota_mapping,
 )
 from themelio_gpu.outputs.kueue import kueue_objects
-from themelio_gpu.outputs.workers import (
-    CLUSTERS_PER_WORKER,
-    MAX_AUTOMATIC_WORKERS,
-    WORKERS_ENV,
-    WorkerFailedError,
-    WorkersSettingError,
-    requested_workers,
-)
+from themelio_gpu.outputs.output_folder import OutputWriteError
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
@@ -96,22 +89,24 @@ def _load_catalog(args: argparse.Namespace) -> Catalog:
 
 
 def report_input_errors(run: Callable[[], int]) -> int:
+    from themelio_gpu.outputs.synth import StateAtRiskError
+
     try:
+        speedups.switched_off()  # a setting that names no speed-up stops every command before any work
         return run()
     except InputError as error:
         count = len(error.problems)
         print(error.render(), file=sys.stderr)
         print(f"{count} problem{'s' if count != 1 else ''} found; nothing was written.", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except WorkersSettingError as error:
-        print(f"{error}; nothing was written.", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except WorkerFailedError as error:
-        # The workers' own tracebacks are the message; this process's would only show where it waited.
+    except (OutputWriteError, StateAtRiskError, speedups.SpeedupsSettingError) as error:
         print(error, file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_BAD_INPUT
+    except interrupts.Interrupted as interrupted:
+        print(interrupted.message(), file=sys.stderr)
+        return interrupted.exit_code
     except OSError as error:
-        # An output folder that cannot be written, a file that vanished: say which and why.
+        # A file that vanished or cannot be read: say which and why.
         print(f"{error.filename or ''}: {error.strerror or error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
@@ -134,25 +129,22 @@ def _synth_parser(parser: argparse.ArgumentParser) -> None:
         help=f"output folder; stack folders of clusters that no longer exist are removed from it "
         f"(default: $CDKTF_OUTDIR or {DEFAULT_OUTDIR})",
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress lines or summary")
     parser.add_argument(
-        "--workers",
-        metavar="N|auto",
-        help=f"processes that synthesize in parallel, each with its own jsii node process; 1: this process "
-        f"only (default: ${WORKERS_ENV}, else auto: one per {CLUSTERS_PER_WORKER} clusters, up to the usable "
-        f"CPUs and at most {MAX_AUTOMATIC_WORKERS})",
+        "--quiet", action="store_true", help="no progress lines or summary (removed stack folders are still named)"
     )
+    # Synthesis runs in one process since workers stopped paying (README "Performance"); pipelines that
+    # still pass the flag keep working.
+    parser.add_argument("--workers", help=argparse.SUPPRESS)
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from themelio_gpu.outputs.synth import early_workers, summary_table, synthesize
+    from themelio_gpu.outputs.synth import summary_table, synthesize
 
-    requested_workers(args.workers if args.workers is not None else os.environ.get(WORKERS_ENV))  # before any work
+    if args.workers is not None:
+        print("note: --workers is no longer used: synthesis runs in one process", file=sys.stderr)
     outdir, progress = Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout
-    # Large fleets: the workers start jsii while the fleet loads; bad input stops them, nothing written.
-    with early_workers(input_paths(args.catalog, args.stacks_dir).stacks_dir, args.workers) as pool:
-        fleet = _load(args)
-        synthesize(fleet, outdir, progress, args.workers, pool)
+    fleet = _load(args)
+    synthesize(fleet, outdir, progress)
     if not args.quiet:
         print(summary_table(fleet))
     return EXIT_OK
@@ -163,11 +155,13 @@ def synth_main(argv: Sequence[str]) -> int:
         prog="main.py",
         description="Synthesize one Terraform stack per cluster into <outdir>/stacks/<cluster>/cdk.tf.json. "
         "Other commands: python -m themelio_gpu --help",
-        epilog="exit codes: 0 written, 1 a synthesis worker process failed (the output is as it was), "
-        "2 bad input (every problem is listed; nothing is written)",
+        epilog="exit codes: 0 written, 2 bad input or an output folder that cannot be written (every problem "
+        "is listed; nothing is written), 130/143 interrupted by SIGINT/SIGTERM (the output is wholly the old "
+        "or wholly the new one, as the message says)",
     )
     _synth_parser(parser)
     _add_version_flag(parser)
+    interrupts.install()
     args = parser.parse_args(argv)
     return report_input_errors(lambda: _synth(args))
 
@@ -643,6 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
+    interrupts.install()
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     return report_input_errors(lambda: run(args))

@@ -1,29 +1,24 @@
-"""jsii's node kernel spoken to directly, without the relay process jsii puts in between.
+"""jsii's node kernel started directly, without the relay process jsii puts in between.
 
 jsii 1.142 (pinned) starts `node bin/jsii-runtime.js`, a relay: it starts the kernel, `node lib/program.js`,
 with the API channel on the kernel's fd 3, copies every request and response between its own stdin/stdout
-and that fd, and wraps the kernel's console output in base64 JSON on its stderr. A synthesis makes about 25
+and that fd, and wraps the kernel's console output in base64 JSON on its stderr. A synthesis makes about 27
 requests per cluster, and each one crosses the relay both ways: a third process to wake on every round trip
-(about 4 ms of CPU per cluster) and a second node start (about 50 ms) before the kernel's own.
+(on two busy CPUs, a wait for a CPU each time) and a second node start before the kernel's own.
 
 `use_direct_channel` makes jsii start the kernel itself: one end of a socket pair as fd 3, exactly what the
 relay gives it, /dev/null as stdin, and its stdout and stderr copied to this process's (as the relay's
 copies were). Requests, responses and the kernel are the same, so are the bytes synthesized
-(tests/test_kernel_channel.py compares them). It needs `os.posix_spawn` (Linux, macOS); elsewhere, where the
-user sets JSII_RUNTIME (their own runtime), or with THEMELIO_JSII_RELAY=1, jsii starts its relay as usual.
-A jsii whose runtime is not laid out as 1.142's is a `KernelChannelError`, not a guess.
-
-It also writes each request in one pass of the JSON encoder (`request_json`), the same text jsii's own
-`send` writes after copying the request twice: about 0.9 ms of CPU per cluster.
+(tests/test_kernel_channel.py compares them). When this process dies, the socket closes and the kernel
+ends (it reads fd 3 until its end). This relies on jsii's private `_NodeProcess` and on the layout of its
+runtime, so it checks both: a jsii other than the pinned one is a `KernelChannelError`, not a guess.
+It needs `os.posix_spawn` (Linux, macOS); elsewhere, where the user sets JSII_RUNTIME (their own runtime),
+or with THEMELIO_SPEEDUPS_OFF=direct-kernel, jsii starts its relay as usual.
 """
 
 from __future__ import annotations
 
 import atexit
-import enum
-import functools
-import importlib
-import json
 import os
 import platform
 import shutil
@@ -35,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-RELAY_ENV = "THEMELIO_JSII_RELAY"
-"""`1`: jsii's own transport through its relay process (for comparison, or if the direct one misbehaves)."""
+from themelio_gpu.speedups import Speedup, enabled
+
 JSII_VERSION = "1.142.0"
 # The relay's own command line for the kernel: its node options (jsii's --max-old-space-size) and this.
 _KERNEL_FLAGS = ("--max-old-space-size=4069", "--preserve-symlinks")
@@ -48,8 +43,6 @@ _RELAY_SPAWNS_KERNEL = (
 )
 _KERNEL_USES_FD_3 = "readFD:3,writeFD:3"
 
-_v8_flags: list[str] = []
-
 
 class KernelChannelError(RuntimeError):
     """The installed jsii runtime is not laid out the way the direct channel relies on."""
@@ -59,23 +52,13 @@ def _layout_error(problem: str) -> KernelChannelError:
     return KernelChannelError(
         f"jsii: {problem}. themelio_gpu/kernel_channel.py starts jsii {JSII_VERSION}'s kernel (lib/program.js) "
         "itself, with its API channel on fd 3 as jsii's relay (bin/jsii-runtime.js) does. Set "
-        f"{RELAY_ENV}=1 to use jsii's relay, and check tests/test_kernel_channel.py against the installed jsii."
+        "THEMELIO_SPEEDUPS_OFF=direct-kernel to use jsii's relay, and check tests/test_kernel_channel.py against "
+        "the installed jsii."
     )
 
 
 def direct_channel_wanted() -> bool:
-    return (
-        hasattr(os, "posix_spawn")
-        and os.environ.get(RELAY_ENV, "").strip() != "1"
-        and "JSII_RUNTIME" not in os.environ
-    )
-
-
-def single_threaded_kernel() -> None:
-    """V8 without its helper threads (concurrent compilation and GC), for a kernel that shares the CPUs
-    with other synthesis workers: there those threads only compete with the other workers (see workers.py)."""
-    if "--single-threaded" not in _v8_flags:
-        _v8_flags.append("--single-threaded")
+    return hasattr(os, "posix_spawn") and enabled(Speedup.DIRECT_KERNEL) and "JSII_RUNTIME" not in os.environ
 
 
 def use_direct_channel() -> None:
@@ -94,87 +77,6 @@ def use_direct_channel() -> None:
     if getattr(node_process, "_relay_start", None) is None:
         node_process._relay_start, node_process._relay_stop = node_process.start, node_process.stop
         node_process.start, node_process.stop = _start, _stop
-        node_process._jsii_send, node_process.send = node_process.send, _send
-
-
-# --- requests, written in one pass -------------------------------------------------------------------------
-
-# jsii's _NodeProcess registers these request classes with the API name its kernel reads (its __init__).
-_API_NAMES = {
-    "LoadRequest": "load",
-    "GetScriptCommandRequest": "getBinScriptCommand",
-    "CreateRequest": "create",
-    "DeleteRequest": "del",
-    "GetRequest": "get",
-    "StaticGetRequest": "sget",
-    "SetRequest": "set",
-    "StaticSetRequest": "sset",
-    "InvokeRequest": "invoke",
-    "StaticInvokeRequest": "sinvoke",
-    "BeginRequest": "begin",
-    "StaticBeginRequest": "sbegin",
-    "EndRequest": "end",
-    "CallbacksRequest": "callbacks",
-    "CompleteRequest": "complete",
-    "StatsRequest": "stats",
-}
-
-
-@functools.cache
-def _request_encoder() -> json.JSONEncoder:
-    import attr
-    from jsii._kernel import types
-
-    process: Any = importlib.import_module("jsii._kernel.providers.process")  # untyped: jsii's own helpers
-    api_names = {getattr(types, name): api for name, api in _API_NAMES.items()}
-    fields: dict[type, tuple[str, ...]] = {}
-
-    def jsonable(value: Any) -> Any:
-        # Called by the JSON encoder for what JSON has no type for, as jsii's converter (cattrs) would turn it.
-        kind = type(value)
-        if isinstance(value, types.ObjRef):
-            return process._unstructure_ref(value)
-        if attr.has(kind):
-            if kind not in fields:
-                fields[kind] = tuple(field.name for field in attr.fields(kind))
-            plain = {name: getattr(value, name) for name in fields[kind]}
-            if kind in api_names:
-                plain["api"] = api_names[kind]
-            return plain
-        if isinstance(value, enum.Enum):
-            return process._unstructure_enum(value)
-        return process.jdefault(value)
-
-    return json.JSONEncoder(default=jsonable)
-
-
-def request_json(request: Any) -> str:
-    """`request` as jsii's own `send` writes it (cattrs' unstructure, then json.dumps with its jdefault).
-
-    jsii copies every request's arguments twice before the JSON encoder walks them a third time; they are
-    plain JSON and jsii references already (its _make_reference_for_native made them so), so here the
-    encoder walks them once and converts jsii's own types as it meets them. tests/test_kernel_channel.py
-    compares the two on every request class and on every request of a synthesis.
-    """
-    return _request_encoder().encode(request)
-
-
-def _send(self: Any, request: Any, response_type: Any) -> Any:
-    process: Any = importlib.import_module("jsii._kernel.providers.process")
-    errors: Any = importlib.import_module("jsii.errors")
-    if process._stack_traces_enabled():
-        return self._jsii_send(request, response_type)  # JSII_HOST_STACK_TRACES: jsii adds them itself
-    self._process.stdin.write(request_json(request).encode("utf8") + b"\n")
-    self._process.stdin.flush()
-    # As jsii's send reads the response.
-    response = self._serializer.structure(self._next_message(), process._ProcessResponse)
-    if isinstance(response, process._OkayResponse):
-        return self._serializer.structure(response.ok, response_type)
-    if isinstance(response, process._CallbackResponse):
-        return response.callback
-    if response.name == errors.ErrorType.JSII_FAULT.value:
-        raise errors.JSIIError(response.error) from errors.JavaScriptError(response.stack)
-    raise RuntimeError(response.error) from errors.JavaScriptError(response.stack)
 
 
 def _kernel_program(runtime: str) -> Path:
@@ -234,7 +136,7 @@ def _start(self: Any) -> None:
     try:
         pid = os.posix_spawn(
             node,
-            [node, *_KERNEL_FLAGS, *_v8_flags, str(program)],
+            [node, *_KERNEL_FLAGS, str(program)],
             environ,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -285,6 +187,10 @@ def _stop(self: Any) -> None:
         try:
             kernel.stdin.write(b'{"exit":0}\n')
             kernel.stdin.close()
+            # And the end of the channel, as the relay's exit gives it: a kernel interrupted while it waited
+            # for a callback (Ctrl-C during synthesis) takes the exit request as the callback's failure, and
+            # then ends (removing its temporary folder) when it reads the channel's end.
+            kernel.channel.shutdown(socket.SHUT_WR)
         except OSError:
             pass  # the kernel is gone already
     try:

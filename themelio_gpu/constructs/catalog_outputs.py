@@ -10,11 +10,15 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from cdktf import TerraformStack
-
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER
-from themelio_gpu.constructs.providers import ConfigMapV1, ConfigMapV1Metadata, NamespaceV1, NamespaceV1Metadata
+from themelio_gpu.constructs.providers import (
+    ConfigMapV1,
+    ConfigMapV1Metadata,
+    NamespaceV1,
+    NamespaceV1Metadata,
+    TerraformStack,
+)
 from themelio_gpu.outputs.contracts import (
     closed_resource_quota,
     gpu_labels_config,

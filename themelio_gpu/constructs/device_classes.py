@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cdktf import TerraformIterator, TerraformStack
-
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER
-from themelio_gpu.constructs.providers import Manifest, ManifestFieldManager
+from themelio_gpu.constructs.providers import Manifest, ManifestFieldManager, TerraformIterator, TerraformStack
 from themelio_gpu.constructs.shared_values import each_value_map, shared_map
 from themelio_gpu.plan.fleet import DeviceClassSpec
 from themelio_gpu.plan.manifests import device_class_manifest

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdktf import TerraformStack
-
-from constructs import Construct
 from themelio_gpu.constructs.catalog_outputs import CatalogOutputs
 from themelio_gpu.constructs.device_classes import DeviceClasses
 from themelio_gpu.constructs.dra_driver_release import DraDriverRelease
@@ -16,15 +13,18 @@ from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.providers import (
     HELM_PROVIDER,
     KUBERNETES_PROVIDER,
+    Construct,
     HelmProvider,
     HelmProviderKubernetes,
     HelmProviderKubernetesExec,
     KubernetesProvider,
     KubernetesProviderExec,
+    TerraformStack,
 )
 from themelio_gpu.constructs.shared_values import shared_value
 from themelio_gpu.constructs.state_backend import configure_backend
 from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.speedups import Speedup, enabled
 
 
 class GpuClusterStack(TerraformStack):
@@ -58,8 +58,10 @@ class GpuClusterStack(TerraformStack):
         """cdktf's preparing pass, skipped: it resolves every element once only to find references to other
         stacks (and then adds the outputs and remote state they need). A cluster's stack never refers to
         another stack, and __init__ configures its backend, which is the pass's other job. Synthesis then
-        resolves each element twice instead of three times (about 3 ms less per cluster, the same bytes).
-        tests/test_stacks.py checks that no stack depends on another."""
+        resolves each element twice instead of three times (the same bytes; tests/test_stacks.py checks that
+        no stack depends on another). THEMELIO_SPEEDUPS_OFF=skip-prepare-pass runs it (speedups.py)."""
+        if not enabled(Speedup.SKIP_PREPARE_PASS):
+            super().prepare_stack()
 
     def _providers(self, plan: ClusterPlan) -> None:
         # Every value below is the user's text: literal() keeps `${` and `%{` from being read as templates.

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdktf import TerraformIterator, TerraformStack
-
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
 from themelio_gpu.constructs.providers import (
@@ -27,6 +25,8 @@ from themelio_gpu.constructs.providers import (
     NodeTaint,
     NodeTaintMetadata,
     NodeTaintTaint,
+    TerraformIterator,
+    TerraformStack,
 )
 from themelio_gpu.inputs.clusters.definition import KarpenterNodes, NodePool
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract

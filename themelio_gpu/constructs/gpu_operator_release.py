@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cdktf import TerraformStack
-
+from themelio_gpu.constructs.providers import TerraformStack
 from themelio_gpu.constructs.release_settings import pinned_release
 from themelio_gpu.plan.fleet import ClusterPlan
 

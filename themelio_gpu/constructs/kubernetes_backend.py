@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cdktf import TerraformBackend, TerraformRemoteState
-
-from constructs import Construct
+from themelio_gpu.constructs.providers import Construct, TerraformBackend, TerraformRemoteState
 
 NAME = "kubernetes"
 

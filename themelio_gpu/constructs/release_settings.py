@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cdktf import TerraformStack
-
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import logical_id
-from themelio_gpu.constructs.providers import Release
+from themelio_gpu.constructs.providers import Release, TerraformStack
 from themelio_gpu.plan.fleet import HelmReleaseSpec
 from themelio_gpu.plan.helm.known_values import render_values_yaml
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
-from cdktf import Token
+from themelio_gpu.constructs.providers import Token
+from themelio_gpu.speedups import Speedup, enabled
 
 # Per process, as cdktf's tokens are (they live as long as the jsii node process).
 _tokens: dict[tuple[str, Callable[[Any], Any], str], Any] = {}
@@ -26,6 +27,8 @@ def _as_is(value: Any) -> Any:
 
 
 def _shared(kind: str, value: Any, as_token: Callable[[Any], Any], prepare: Callable[[Any], Any]) -> Any:
+    if not enabled(Speedup.SHARED_VALUES):
+        return prepare(value)
     # Keyed by the value as given: `prepare` (e.g. literal()) runs once per value, for the token.
     try:
         key = (kind, prepare, json.dumps(value, sort_keys=True))

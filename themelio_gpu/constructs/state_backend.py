@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
-from cdktf import (
+from themelio_gpu.constructs.kubernetes_backend import KubernetesBackend
+from themelio_gpu.constructs.providers import (
     AzurermBackend,
     CloudBackend,
     GcsBackend,
@@ -17,8 +18,6 @@ from cdktf import (
     TerraformBackend,
     TerraformStack,
 )
-
-from themelio_gpu.constructs.kubernetes_backend import KubernetesBackend
 from themelio_gpu.inputs.clusters import definition as d
 
 STATE_PREFIX = "themelio-gpu"

@@ -5,15 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from themelio_gpu.kernel_channel import use_direct_channel
-
-# Before cdktf, whose import starts jsii's node process: see kernel_channel.py.
-use_direct_channel()
-
-from cdktf import App  # noqa: E402
-
-from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack  # noqa: E402
-from themelio_gpu.plan.fleet import ClusterPlan  # noqa: E402
+from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
+from themelio_gpu.constructs.providers import App
+from themelio_gpu.plan.fleet import ClusterPlan
 
 
 def build_app(

@@ -87,25 +87,31 @@ def stale_stacks(outdir: Path, current: set[str]) -> list[StaleStack]:
     return found
 
 
-def kept_message(stack: StaleStack, shown: str) -> str:
+def held_files(stack: StaleStack) -> str:
+    """What makes a stale folder unsafe to delete, for a message."""
     state = [f for f in stack.kept if _is_state(PurePosixPath(f).name)]
-    what = (
-        f"Terraform state ({', '.join(state)})"
-        if state
-        else f"files synthesis did not write ({', '.join(stack.kept)})"
-    )
+    if state:
+        return f"Terraform state ({', '.join(state)})"
+    return f"files synthesis did not write ({', '.join(stack.kept)})"
+
+
+def kept_message(stack: StaleStack, shown: str) -> str:
     return (
-        f"{shown}: cluster {stack.name} is no longer defined, but its folder holds {what}; it was kept. "
-        "Destroy the stack or move its state first (with the cluster file restored), then delete the folder"
+        f"{shown}: cluster {stack.name} is no longer defined, but its folder holds {held_files(stack)}; it was "
+        "kept. Destroy the stack or move its state first (with the cluster file restored), then delete the folder"
     )
 
 
-def remove_stale_stacks(outdir: Path, current: set[str]) -> tuple[list[str], list[StaleStack]]:
-    """Deletes the removable stale stack folders; returns their names and the stale folders that were kept."""
+def remove_stale_stacks(
+    outdir: Path, current: set[str], delete: bool = True
+) -> tuple[list[str], list[StaleStack]]:
+    """Deletes the removable stale stack folders (`delete=False`: only names them, for a caller that deletes
+    them itself); returns their names and the stale folders that were kept."""
     removed, kept = [], []
     for stack in stale_stacks(outdir, current):
         if stack.removable:
-            shutil.rmtree(stack.folder)
+            if delete:
+                shutil.rmtree(stack.folder)
             removed.append(stack.name)
         else:
             kept.append(stack)

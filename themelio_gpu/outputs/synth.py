@@ -1,52 +1,67 @@
-"""Synthesis with progress and a summary table (what `main.py` and `check` run)."""
+"""Synthesis with progress and a summary table (what `main.py`, `check` and `terraform-check` run)."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import display_path
-from themelio_gpu.outputs.stack_folders import kept_message, remove_stale_stacks
-from themelio_gpu.outputs.workers import (
-    WORKERS_ENV,
-    WorkerPool,
-    can_fork,
-    requested_workers,
-    synthesize_in_workers,
-    usable_cpus,
-    worker_count,
-)
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, cluster_definition_files
+from themelio_gpu.outputs.output_folder import CommitResult, OutputFolder, OutputWriteError
+from themelio_gpu.outputs.stack_folders import StaleStack, held_files, kept_message
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 from themelio_gpu.settings import DEFAULT_OUTDIR
 
+# What node's fs module says when a write fails ("ENOSPC: no space left on device, write"), as jsii passes it.
+_NODE_FS_ERROR = re.compile(r"\b(E[A-Z]+): ([^,]+), (\w+)(?: '([^']*)')?")
 
-def early_workers(stacks_dir: Path, workers: str | None = None) -> WorkerPool:
-    """The synthesis workers for the fleet in `stacks_dir`, forked before it is loaded (none if one process
-    will do): they start jsii while this process reads and checks the fleet. Counted from its cluster
-    files; `synthesize` gives any worker without clusters nothing to do."""
-    requested = requested_workers(workers if workers is not None else os.environ.get(WORKERS_ENV))
-    files = cluster_definition_files(stacks_dir, Problems()) if stacks_dir.is_dir() else []
-    count = worker_count(len(files), requested, usable_cpus(), can_fork())
-    return WorkerPool(count if count > 1 else 0)
+
+class StateAtRiskError(Exception):
+    """Under the CDKTF CLI, a stale stack folder holds Terraform state that the CLI would delete."""
+
+
+def output_target(outdir: Path | None) -> Path:
+    """The output folder: `outdir`, else $CDKTF_OUTDIR (the CDKTF CLI sets it), else cdktf.out."""
+    return outdir or Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
+
+
+def run_by_cdktf_cli() -> bool:
+    """`cdktf synth` (also diff and deploy) runs the app with these set, and after it exits deletes every
+    stack folder the app did not write, whatever the folder holds."""
+    return "CDKTF_OUTDIR" in os.environ and "SYNTH_HCL_OUTPUT" in os.environ
 
 
 def synthesize(
-    fleet: Fleet,
-    outdir: Path | None,
-    progress: TextIO | None = sys.stdout,
-    workers: str | None = None,
-    pool: WorkerPool | None = None,
-) -> None:
-    """Write one stack per cluster into `outdir`. `workers`: how many processes synthesize, a number or
-    `auto` (default: $THEMELIO_SYNTH_WORKERS, else automatic; see workers.py); `pool`: workers started
-    already (`early_workers`), used instead."""
-    requested = requested_workers(workers if workers is not None else os.environ.get(WORKERS_ENV))
-    # Create the output folder first: a path that cannot be written is a message, not a jsii traceback.
-    target = outdir or Path(os.environ.get("CDKTF_OUTDIR") or DEFAULT_OUTDIR)
-    target.mkdir(parents=True, exist_ok=True)
+    fleet: Fleet, outdir: Path | None = None, progress: TextIO | None = sys.stdout, notices: TextIO | None = None
+) -> CommitResult:
+    """Write one stack per cluster into `outdir` (see output_target), all or nothing (output_folder.py).
+
+    `progress`: a line per stack (None: quiet); `notices` (default stdout): the stack folders removed,
+    always."""
+    target = output_target(outdir)
+    names = [plan.name for plan in fleet.clusters]
+    by_cli = run_by_cdktf_cli()
+    with OutputFolder(target) as output:
+        if by_cli:
+            _refuse_losing_state(output.stale(names))
+        _synthesize_into(fleet, output.staging, target, progress)
+        result = output.commit(names, remove_stale=not by_cli)
+    for name in result.removed:
+        folder = display_path(target / "stacks" / name)
+        how = "cdktf synth removes" if by_cli else "removed"
+        print(f"{how} {folder}: cluster {name} is no longer defined", file=notices or sys.stdout, flush=True)
+    for stack in result.kept:
+        print(f"warning: {kept_message(stack, display_path(stack.folder))}", file=sys.stderr)
+    return result
+
+
+def _synthesize_into(fleet: Fleet, staging: Path, target: Path, progress: TextIO | None) -> None:
+    # Imported here: the engine and the provider bindings take a while to load, and commands that only read
+    # YAML (catalog validate, match) should not pay for them.
+    from themelio_gpu.outputs.app import build_app
+
     total = len(fleet.clusters)
     done = 0
 
@@ -60,38 +75,35 @@ def synthesize(
                 flush=True,
             )
 
-    count = (
-        pool.size
-        if pool is not None and pool.size > 1
-        else worker_count(total, requested, usable_cpus(), can_fork())
-    )
-    if count > 1:
-        if progress is not None:
-            print(f"synthesizing {total} stacks in {min(count, total)} processes", file=progress, flush=True)
-        if pool is not None and pool.size > 1:
-            pool.synthesize(fleet, target, report)
-        else:
-            synthesize_in_workers(fleet, target, count, report)
-    else:
-        # Imported here: the provider bindings take a while to load, and commands that only read YAML
-        # (catalog validate, match) should not pay for them.
-        from themelio_gpu.outputs.app import build_app
-
-        app = build_app(fleet.clusters, outdir, report)
-        if progress is not None:
-            print(f"writing {total} stack{'s' if total != 1 else ''}", file=progress, flush=True)
+    app = build_app(fleet.clusters, staging, report)
+    if progress is not None:
+        print(f"writing {total} stack{'s' if total != 1 else ''}", file=progress, flush=True)
+    try:
         app.synth()
-    # A deleted cluster file leaves its old stack folder behind: the cdktf library keeps it (the CDKTF CLI
-    # deletes every folder it did not write, whatever it holds; here a folder holding state is kept).
-    removed, kept = remove_stale_stacks(target, {plan.name for plan in fleet.clusters})
-    for name in removed:
-        if progress is not None:
-            print(
-                f"removed {display_path(target / 'stacks' / name)}: cluster {name} is no longer defined",
-                file=progress,
-            )
-    for stack in kept:
-        print(f"warning: {kept_message(stack, display_path(stack.folder))}", file=sys.stderr)
+    except RuntimeError as error:  # the engine writes in node: jsii raises its fs errors as RuntimeError
+        found = _NODE_FS_ERROR.search(str(error))
+        if found is None:
+            raise
+        code, reason, _, path = found.groups()
+        where = display_path(Path(path)) if path else f"the stacks into {display_path(staging)}"
+        raise OutputWriteError(
+            f"cannot write {where}: {reason} ({code}); {display_path(target)} unchanged"
+        ) from None
+
+
+def _refuse_losing_state(stale: list[StaleStack]) -> None:
+    at_risk = [s for s in stale if not s.removable]
+    if at_risk:
+        lines = "".join(
+            f"{display_path(s.folder)}: cluster {s.name} is no longer defined, but its folder holds "
+            f"{held_files(s)}\n"
+            for s in at_risk
+        )
+        raise StateAtRiskError(
+            f"{lines}cdktf synth deletes every stack folder its app did not write, so nothing was written. "
+            "Destroy the stack or move its state first (with the cluster file restored), then delete the "
+            "folder; `python main.py` keeps such a folder and says so"
+        )
 
 
 def summary_table(fleet: Fleet) -> str:

@@ -1,0 +1,85 @@
+"""Ctrl-C, SIGTERM and SIGHUP as an exception every command turns into one line, never a traceback.
+
+`install()` (the CLI's entry points call it) makes the three signals raise `Interrupted` in the main thread,
+so `finally` blocks run: a synthesis removes its staging folder, the jsii kernel is stopped at exit as
+usual. `deferred()` holds them back while a block that must not be cut short runs (the output folder's
+commit): a signal that arrives meanwhile is raised when the block is done. Exit codes follow the shell's
+128 + signal number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(BaseException):  # like KeyboardInterrupt: not an error, not caught as one
+    """A signal asked the command to stop. `outcome`: what it leaves behind, for the one-line message."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.outcome = ""
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    def message(self) -> str:
+        return f"interrupted ({signal.Signals(self.signum).name}){'; ' + self.outcome if self.outcome else ''}"
+
+
+_held: list[int] | None = None
+"""While `deferred()` runs: the signals that arrived, in order (None: raise at once)."""
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    if _held is not None:
+        _held.append(signum)
+        return
+    raise Interrupted(signum)
+
+
+def install() -> None:
+    """Make SIGINT, SIGTERM and SIGHUP raise `Interrupted` (main thread only, as Python's handlers run)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in SIGNALS:
+            signal.signal(signum, _raise)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Run the block whole: a signal that arrives during it is raised after it (if it ends without error).
+
+    Where `install()` has not run (a library caller, a test), the block installs the handlers for its own
+    duration and then restores the caller's, re-raising a held signal through them.
+    """
+    global _held
+    if _held is not None:  # nested: the outer block holds and re-raises
+        yield
+        return
+    main = threading.current_thread() is threading.main_thread()
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS} if main else {}
+    for signum in previous:
+        signal.signal(signum, _raise)
+    _held = []
+    try:
+        yield
+    finally:
+        held, _held = _held, None
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if held:
+        first = held[0]
+        handler = previous.get(signal.Signals(first), _raise)
+        if handler is _raise:
+            raise Interrupted(first)
+        if callable(handler):
+            handler(first, None)
+        else:  # the default action (or ignored): deliver it again, now that the block is done
+            signal.raise_signal(first)

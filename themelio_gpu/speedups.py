@@ -1,0 +1,85 @@
+"""The speed-ups of synthesis that stay, and the one switch that turns any of them off.
+
+Each one is measured by `make bench` (its ablation table switches each off alone) and synthesizes the same
+bytes as without it (tests/test_speedups.py). Those that rely on a dependency's internals name the exact
+versions they were written for, pinned in the Pipfile, and stop with a clear error on any other version.
+
+    THEMELIO_SPEEDUPS_OFF=lazy-index,type-hint-memo python main.py
+
+turns those two off (for a comparison, or if one misbehaves after an upgrade); `all` turns every one off.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+ENV = "THEMELIO_SPEEDUPS_OFF"
+
+
+class Speedup(enum.Enum):
+    LAZY_BINDINGS = "lazy-bindings"
+    """Python: the provider bindings' jsii assemblies are registered without their package `__init__`, which
+    imports every submodule (bindings_loader.register_assembly); providers.py imports the six it needs."""
+    LAZY_INDEX = "lazy-index"
+    """node: the kubernetes bindings' index requires each submodule on first use instead of all 84 MB of
+    them at load (node_preload.js)."""
+    TYPE_HINT_MEMO = "type-hint-memo"
+    """Python: the generated argument checks resolve each signature's type hints once, not on every call
+    (bindings_loader.memoize_type_hints)."""
+    SHARED_VALUES = "shared-values"
+    """Values several stacks pass (outputs, DeviceClass maps) cross into node once, as one token
+    (constructs/shared_values.py; public cdktf API)."""
+    DIRECT_KERNEL = "direct-kernel"
+    """jsii's kernel is started without jsii's relay process in between, which every request and response
+    would cross (kernel_channel.py)."""
+    NO_CREATION_STACKS = "no-creation-stacks"
+    """CDK Terrain only: its tokens do not record the stack trace of their creation, which only an error in
+    resolving one would show (its own public switch, CDKTN_DISABLE_CREATION_STACK=1, in the kernel's
+    environment). cdktf 0.21 has no switch for it (patching its private stack-trace.js saved under 10 %)."""
+    SKIP_PREPARE_PASS = "skip-prepare-pass"
+    """cdktf only: the preparing pass, which resolves every element once more only to find references to
+    other stacks, is skipped (GpuClusterStack.prepare_stack, a public method; cdktn keeps its own pass, which
+    also validates)."""
+
+
+INTERNALS: dict[Speedup, str] = {
+    Speedup.LAZY_BINDINGS: "the bindings packages' layout (their `_jsii` module, the submodules' imports)",
+    Speedup.LAZY_INDEX: "node's Module.prototype._compile and the bindings' generated lib/index.js",
+    Speedup.TYPE_HINT_MEMO: "the generated modules' global `typing` (publication's `_private` namespace)",
+    Speedup.DIRECT_KERNEL: "jsii's private _NodeProcess and the layout of its runtime (jsii 1.142.0)",
+}
+"""The speed-ups that rely on a dependency's internals (the others use public API only): each must save at
+least 10 % of synthesis CPU on the example fleet or on 100 clusters (`make bench` checks), and the versions
+they know are pinned exactly."""
+
+
+ONLY_UNDER: dict[Speedup, str] = {
+    Speedup.SKIP_PREPARE_PASS: "cdktf",
+    Speedup.NO_CREATION_STACKS: "cdktn",
+}
+"""The speed-ups one engine alone has (themelio_gpu/engine.py); the others work under both."""
+
+
+class SpeedupsSettingError(ValueError):
+    """THEMELIO_SPEEDUPS_OFF names something that is not a speed-up."""
+
+
+def switched_off(text: str | None = None) -> frozenset[Speedup]:
+    """The speed-ups $THEMELIO_SPEEDUPS_OFF (or `text`) turns off."""
+    value = os.environ.get(ENV, "") if text is None else text
+    names = {part.strip().lower() for part in value.split(",") if part.strip()}
+    if "all" in names:
+        return frozenset(Speedup)
+    known = {s.value: s for s in Speedup}
+    unknown = sorted(names - set(known))
+    if unknown:
+        raise SpeedupsSettingError(
+            f"{ENV}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a speed-up; "
+            f"allowed: {', '.join(known)} or all, separated by commas"
+        )
+    return frozenset(known[n] for n in names)
+
+
+def enabled(speedup: Speedup) -> bool:
+    return speedup not in switched_off()
