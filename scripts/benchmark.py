@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Synthesis benchmark: how long GitOps pipelines wait for `main.py`, and what grows with the fleet.
+"""Synthesis benchmark: how long GitOps pipelines wait for `main.py`, what grows with the fleet, and what each
+speed-up is worth.
 
 Usage (from the project root; `make bench` runs it with the defaults):
-    .venv/bin/python scripts/benchmark.py [--sizes 1,10,50,100] [--repeat 3] [--out FILE] [--keep]
+    .venv/bin/python scripts/benchmark.py [--sizes 1,10,100,1000] [--repeat 3] [--out FILE] [--keep]
 
 What it measures, in one run (ratios only mean something within one run on the same machine):
 1. Synthetic fleets of N clusters, generated into a temporary folder from a synthetic catalog derived
@@ -13,29 +14,30 @@ What it measures, in one run (ratios only mean something within one run on the s
    Each fleet is checked with `load_fleet` before anything is timed.
 2. Floors: `python -c "import cdktf"` (cdktf and jsii's node process, nothing of ours), and the app's
    import floor (a process importing the app's modules, provider bindings included, building nothing).
-   Whole-process wall time, median of --repeat.
 3. The example fleet (catalog/gpu-catalog.yaml and stacks/) synthesized by `python main.py`.
-4. Per fleet size: whole-process wall time of `python main.py ... --quiet` (median of --repeat), CPU time,
-   peak memory of the process tree, the synthesized resource blocks (a for_each resource counts once)
-   and the instances they expand to, and the size of the output folder.
-5. The goals (README "Performance"), each reported as met or MISSED; a ratio is the median over the
+4. Per fleet size: whole-process wall time of `python main.py ... --quiet`, CPU time, peak memory of the
+   process tree, the synthesized resource blocks (a for_each resource counts once) and the instances they
+   expand to, and the size of the output folder.
+5. The ablation: the example fleet and 100 clusters again with each speed-up of themelio_gpu/speedups.py
+   switched off alone (THEMELIO_SPEEDUPS_OFF=<name>). Per speed-up: wall and CPU time, the share of CPU it
+   saves, and for those that rely on a dependency's internals whether they pay (>= 10 % of CPU on one of
+   the two fleets); every variant must synthesize the same bytes as the default.
+6. The goals (README "Performance"), each reported as met or MISSED; a ratio is the median over the
    repetitions of the ratio within each (its two commands run one after the other), with the ratios of
    medians, of the fastest runs and of CPU times beside it:
    - example: t(`python main.py`, example fleet) / t(`python -c "import cdktf"`) <= 2.5;
-   - scaling: t(100 clusters) / t(1 cluster) <= 3 (needs --sizes with 1 and 100);
-   - memory: peak memory of any synthesis run < 1 GiB.
-   Also derived: time per cluster and per resource block beyond the app's import floor, and a
-   least-squares slope (marginal seconds per cluster).
+   - scaling: t(100 clusters) / t(1 cluster) <= 4.5;
+   - linear: t(1000 clusters) / t(100 clusters) <= 10;
+   - memory: peak memory of the 1,000-cluster synthesis (every process) <= 1 GiB.
 
-Runs are interleaved (`import cdktf`, the example, 1 and 100 clusters, the app floor, the other sizes;
---repeat times, alternating the order) so that the noise of a shared machine spreads over all figures
-instead of biasing one; the load average at the start is printed with the figures. One untimed warm-up
-run fills the page cache first.
+Runs are interleaved (all commands once per repetition, alternating the order) so that the noise of a
+shared machine spreads over all figures instead of biasing one; the load average at the start is printed
+with the figures. One untimed warm-up run fills the page cache first.
 
-Memory: `main.py` runs Python plus the jsii kernel (`node`, which may itself start a child). Reported:
+Memory: `main.py` runs Python plus the jsii kernel (`node`: jsii's relay and the kernel it starts).
+Reported:
 - `max_single_process`: `ru_maxrss` from `os.wait4` on the child: the kernel's exact peak of the largest
-  single process among the child and the descendants it waited for (Python waits for node at exit, so
-  node is included). It is a max over processes, not a sum;
+  single process among the child and the descendants it waited for. It is a max over processes, not a sum;
 - per process name, the kernel's peak (`VmHWM` in /proc/<pid>/status), read every 0.1 s while the tree
   runs (a process's growth in its last 0.1 s can be missed);
 - `tree_peak_upper_bound`: the sum of those per-process peaks (they need not coincide, so it bounds the
@@ -73,7 +75,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 if str(PROJECT_ROOT) not in sys.path:  # run as `python scripts/benchmark.py`: sys.path[0] is scripts/
     sys.path.insert(0, str(PROJECT_ROOT))
 
-DEFAULT_SIZES = (1, 10, 50, 100)
+DEFAULT_SIZES = (1, 10, 100, 1000)
 DEFAULT_OUT = PROJECT_ROOT / "bench-results" / "benchmark.json"
 FLOOR_IMPORTS = (
     "import themelio_gpu.outputs.app, themelio_gpu.plan.fleet, themelio_gpu.constructs.gpu_cluster_stack"
@@ -84,10 +86,19 @@ EXAMPLE_STACKS = PROJECT_ROOT / "stacks"
 CHILD_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CHECKPOINT_DISABLE": "1"}
 GOAL_EXAMPLE_RATIO = 2.5
 """t(python main.py, example fleet) / t(python -c "import cdktf")."""
-GOAL_SCALING_RATIO = 3.0
+GOAL_SCALING_RATIO = 4.5
 GOAL_SCALING_SIZES = (1, 100)
 """t(100 clusters) / t(1 cluster)."""
+GOAL_LINEAR_RATIO = 10.0
+GOAL_LINEAR_SIZES = (100, 1000)
+"""t(1000 clusters) / t(100 clusters): synthesis time grows no faster than the fleet."""
 GOAL_MEMORY_KIB = 1024 * 1024
+GOAL_MEMORY_SIZE = 1000
+"""The memory goal is the peak of every process of the 1,000-cluster synthesis."""
+ABLATION_SIZE = 100
+"""The ablation runs on the example fleet and on this many clusters."""
+PAYS_SHARE = 0.10
+"""A speed-up relying on a dependency's internals must save this share of CPU on one of the two."""
 MIB = 1024 * 1024
 
 # --- the synthetic fleet ------------------------------------------------------------------------------------
@@ -566,34 +577,90 @@ def ratio(numerator: Mapping[str, Any], denominator: Mapping[str, Any]) -> dict[
     }
 
 
+def _pair_goal(
+    name: str, by_size: Mapping[int, Mapping[str, Any]], sizes: tuple[int, int], limit: float
+) -> dict[str, Any]:
+    small, large = sizes
+    measured = small in by_size and large in by_size
+    figures = ratio(by_size[large], by_size[small]) if measured else None
+    return goal(
+        name,
+        f"t({large} clusters) / t({small} cluster{'s' if small != 1 else ''})",
+        None if figures is None else figures["median_of_paired"],
+        limit,
+        details=figures,
+    )
+
+
+def ablation(
+    default: Mapping[str, Mapping[str, Any]], off: Mapping[str, Mapping[str, Mapping[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Per speed-up: what switching it off alone costs on each ablation fleet, and whether it pays.
+
+    `default`: fleet -> figures of the default run; `off`: speed-up -> fleet -> figures with it off. The
+    saving is the share of CPU the speed-up saves: 1 - on/off, from the medians of the CPU times.
+    """
+    from themelio_gpu.speedups import INTERNALS, Speedup
+
+    rows = []
+    for name, fleets in off.items():
+        speedup = Speedup(name)
+        per_fleet = {}
+        for fleet, figures in fleets.items():
+            base = default[fleet]
+            per_fleet[fleet] = {
+                "wall_s_median": figures["wall_s_median"],
+                "cpu_s_median": figures["cpu_s_median"],
+                "wall_ratio": ratio(figures, base)["median_of_paired"],
+                "cpu_saved_share": 1 - float(base["cpu_s_median"]) / float(figures["cpu_s_median"]),
+                "same_output": figures["output"]["digest"] == base["output"]["digest"],
+            }
+        best = max(f["cpu_saved_share"] for f in per_fleet.values())
+        internals = INTERNALS.get(speedup)
+        rows.append(
+            {
+                "speedup": name,
+                "relies_on": internals or "public API only",
+                "fleets": per_fleet,
+                "best_cpu_saved_share": best,
+                # Public API may stay for less; internals must pay for the risk they bring.
+                "pays": best >= PAYS_SHARE if internals else None,
+                "same_output": all(f["same_output"] for f in per_fleet.values()),
+            }
+        )
+    return rows
+
+
 def derive(
     floors: Mapping[str, Mapping[str, Any]],
     example: Mapping[str, Any],
     sizes: Sequence[dict[str, Any]],
-    one_process: Mapping[str, Any] | None = None,
+    ablated: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The goals, as ratios within this run, and the per-cluster figures behind them.
 
     `floors`: "cdktf" (python -c "import cdktf") and "app" (the app's import floor); `example`: the example
     fleet's `python main.py`; `sizes`: one entry per fleet size, smallest first. Each has the wall times
     of its runs in repetition order (`wall_s_all`), their median and minimum, and the median CPU time.
+    `ablated`: the ablation's rows (see `ablation`).
     """
     t_floor, cpu_floor = float(floors["app"]["wall_s_median"]), float(floors["app"]["cpu_s_median"])
     for item in sizes:
         beyond = float(item["wall_s_median"]) - t_floor
-        item_derived = {
-            "beyond_floor_s": beyond,
-            "per_cluster_beyond_floor_ms": 1000 * beyond / item["clusters"],
-            "per_resource_block_beyond_floor_ms": 1000 * beyond / max(item["output"]["resource_blocks"], 1),
-            # CPU time (Python + node) is far less sensitive to a busy machine than wall time.
-            "cpu_per_cluster_beyond_floor_ms": 1000 * (float(item["cpu_s_median"]) - cpu_floor) / item["clusters"],
-        }
-        item["derived"].update(item_derived)
+        item["derived"].update(
+            {
+                "beyond_floor_s": beyond,
+                "per_cluster_beyond_floor_ms": 1000 * beyond / item["clusters"],
+                "per_resource_block_beyond_floor_ms": 1000 * beyond / max(item["output"]["resource_blocks"], 1),
+                # CPU time (Python + node) is far less sensitive to a busy machine than wall time.
+                "cpu_per_cluster_beyond_floor_ms": 1000
+                * (float(item["cpu_s_median"]) - cpu_floor)
+                / item["clusters"],
+            }
+        )
     by_size = {int(s["clusters"]): s for s in sizes}
-    small, large = GOAL_SCALING_SIZES
     example_ratio = ratio(example, floors["cdktf"])
-    scaling = ratio(by_size[large], by_size[small]) if small in by_size and large in by_size else None
-    peak = max(int(r["memory_kib"]["tree_peak_upper_bound"]) for r in [example, *sizes])
+    memory = by_size.get(GOAL_MEMORY_SIZE)
     goals = [
         goal(
             "example",
@@ -602,50 +669,35 @@ def derive(
             GOAL_EXAMPLE_RATIO,
             details=example_ratio,
         ),
-        goal(
-            "scaling",
-            f"t({large} clusters) / t({small} cluster)",
-            None if scaling is None else scaling["median_of_paired"],
-            GOAL_SCALING_RATIO,
-            details=scaling,
-        ),
+        _pair_goal("scaling", by_size, GOAL_SCALING_SIZES, GOAL_SCALING_RATIO),
+        _pair_goal("linear", by_size, GOAL_LINEAR_SIZES, GOAL_LINEAR_RATIO),
         goal(
             "memory",
-            "peak MiB of a synthesis (python + node peaks summed)",
-            peak / 1024,
-            1024,
-            below=True,
+            f"peak MiB of the {GOAL_MEMORY_SIZE}-cluster synthesis (every process's peak, summed)",
+            None if memory is None else int(memory["memory_kib"]["tree_peak_upper_bound"]) / 1024,
+            GOAL_MEMORY_KIB / 1024,
             digits=0,
         ),
     ]
+    rows = ablated or []
     derived: dict[str, Any] = {
         "goals": goals,
         "all_goals_met": all(g["ok"] for g in goals),
         "identical_output_across_repeats": all(s["output_identical_across_repeats"] for s in [example, *sizes]),
+        "ablation": rows,
+        "every_speedup_same_output": all(r["same_output"] for r in rows),
+        "every_speedup_on_internals_pays": all(r["pays"] is not False for r in rows),
     }
-    if one_process is not None and small in by_size:
-        # Not a goal: the scaling of one process (--workers 1), beside the goal's figure with workers.
-        derived["scaling_one_process"] = ratio(one_process, by_size[small])
     fit = _slope([(int(s["clusters"]), float(s["wall_s_median"])) for s in sizes])
     if fit is not None:
-        slope, intercept = fit
-        derived["marginal_s_per_cluster"] = slope
-        derived["fitted_fixed_s"] = intercept
-        derived["fitted_fixed_beyond_floor_s"] = intercept - t_floor
-        if small in by_size:
-            # The marginal cost per cluster at which t(large) / t(small) would meet the scaling goal.
-            t_small = float(by_size[small]["wall_s_median"])
-            derived["scaling_goal_s_per_cluster"] = (GOAL_SCALING_RATIO - 1) * t_small / (large - small)
-    # Noise on a shared machine only ever adds time: the fit over the fastest runs is the steadier estimate.
-    fit_min = _slope([(int(s["clusters"]), float(s["wall_s_min"])) for s in sizes])
-    if fit_min is not None:
-        derived["marginal_s_per_cluster_of_minima"] = fit_min[0]
+        derived["marginal_s_per_cluster"], derived["fitted_fixed_s"] = fit
+        derived["fitted_fixed_beyond_floor_s"] = fit[1] - t_floor
     return derived
 
 
 def render_goal(item: Mapping[str, Any]) -> str:
     if item["value"] is None:
-        return f"goal {item['name']}: {item['measure']} not measured (needs --sizes with 1 and 100)"
+        return f"goal {item['name']}: {item['measure']} not measured (needs those --sizes)"
     verdict = "met" if item["ok"] else "MISSED"
     relation = "<" if item["strict"] else "<="
     value = f"{item['value']:.{item['digits']}f}"
@@ -672,6 +724,34 @@ def _run_line(label: str, item: Mapping[str, Any]) -> str:
     )
 
 
+def _columns(rows: Sequence[Sequence[str]], left: int = 0) -> list[str]:
+    """Rows as aligned columns (the first `left` columns left-aligned), a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for index, row in enumerate(rows):
+        cells = [c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def render_ablation(rows: Sequence[Mapping[str, Any]], fleets: Sequence[str]) -> list[str]:
+    header = ["speed-up switched off", *(f"{f}: wall s, CPU s, saves" for f in fleets), "relies on", "verdict"]
+    table: list[Sequence[str]] = [header]
+    for row in rows:
+        cells = [row["speedup"]]
+        for fleet in fleets:
+            f = row["fleets"][fleet]
+            cells.append(f"{f['wall_s_median']:.2f}, {f['cpu_s_median']:.2f}, {100 * f['cpu_saved_share']:.0f} %")
+        verdict = {True: "pays", False: "DOES NOT PAY", None: "public API"}[row["pays"]]
+        if not row["same_output"]:
+            verdict += "; OUTPUT DIFFERS"
+        cells += [row["relies_on"], verdict]
+        table.append(cells)
+    return _columns(table, left=1)
+
+
 def render_table(result: Mapping[str, Any]) -> str:
     machine, floors, sizes, derived = result["machine"], result["floors"], result["sizes"], result["derived"]
     commit = (machine["git_commit"] or "unknown")[:12] + (" (dirty)" if machine["git_dirty"] else "")
@@ -687,22 +767,10 @@ def render_table(result: Mapping[str, Any]) -> str:
         "",
     ]
     header = (
-        "clusters",
-        "wall s",
-        "min s",
-        "CPU s",
-        "beyond floor s",
-        "ms/cluster",
-        "CPU ms/cluster",
-        "blocks",
-        "instances",
-        "ms/block",
-        "py MiB",
-        "node MiB",
-        "tree MiB",
-        "output MiB",
-    )
-    rows = [header]
+        "clusters", "wall s", "min s", "CPU s", "beyond floor s", "ms/cluster", "CPU ms/cluster", "blocks",
+        "instances", "ms/block", "py MiB", "node MiB", "tree MiB", "output MiB",
+    )  # fmt: skip
+    rows: list[Sequence[str]] = [header]
     for s in sizes:
         mem, out, d = s["memory_kib"], s["output"], s["derived"]
         rows.append(
@@ -723,39 +791,25 @@ def render_table(result: Mapping[str, Any]) -> str:
                 f"{out['bytes'] / MIB:.2f}",
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for index, row in enumerate(rows):
-        lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-        if index == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines += _columns(rows)
     lines.append("")
     lines.extend(render_goal(g) for g in derived["goals"])
-    workers = {int(s["clusters"]): int(s.get("workers", 1)) for s in sizes}
-    lines.append(
-        "processes per synthesis (automatic): "
-        + ", ".join(f"{n} cluster{'s' if n != 1 else ''}: {w}" for n, w in workers.items())
-    )
-    if "scaling_one_process" in derived:
-        d = derived["scaling_one_process"]
-        lines.append(
-            f"in one process (--workers 1): t({GOAL_SCALING_SIZES[1]} clusters) / t({GOAL_SCALING_SIZES[0]} cluster) = "
-            f"{d['median_of_paired']:.2f}; of medians {d['of_medians']:.2f}, of the fastest runs "
-            f"{d['of_fastest']:.2f}, of CPU times {d['of_cpu']:.2f}"
-        )
     if "marginal_s_per_cluster" in derived:
-        line = (
+        lines.append(
             f"fit: {1000 * derived['marginal_s_per_cluster']:.0f} ms per cluster, fixed {derived['fitted_fixed_s']:.2f} s "
-            f"({derived['fitted_fixed_beyond_floor_s']:+.2f} s beyond the app import floor); "
-            f"over the fastest runs {1000 * derived['marginal_s_per_cluster_of_minima']:.0f} ms per cluster"
+            f"({derived['fitted_fixed_beyond_floor_s']:+.2f} s beyond the app import floor)"
         )
-        if "scaling_goal_s_per_cluster" in derived:
-            line += (
-                f"; the scaling goal needs <= {1000 * derived['scaling_goal_s_per_cluster']:.0f} ms per cluster"
-            )
-        lines.append(line)
     lines.append(
         "output identical across repeats: " + ("yes" if derived["identical_output_across_repeats"] else "NO")
     )
+    if derived["ablation"]:
+        lines += [
+            "",
+            f"ablation (each speed-up off alone; saves = share of CPU it saves; {result['settings']['engine']}):",
+        ]
+        lines += render_ablation(derived["ablation"], result["settings"]["ablation_fleets"])
+        for note in result.get("ablation_notes", []):
+            lines.append(f"note: {note}")
     if result["source_changed_during_run"]:
         lines.append("WARNING: main.py or themelio_gpu/ changed while the benchmark ran; the figures mix versions")
     return "\n".join(lines)
@@ -777,7 +831,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sizes",
         type=parse_sizes,
         default=DEFAULT_SIZES,
-        help="fleet sizes, comma-separated (default 1,10,50,100)",
+        help="fleet sizes, comma-separated (default 1,10,100,1000)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
     parser.add_argument(
@@ -792,38 +846,37 @@ def _progress(message: str) -> None:
 
 
 def child_env() -> dict[str, str]:
-    """The environment of the measured processes: as the user's, without what this process added."""
-    from themelio_gpu.bindings_loader import node_options_with_preload
+    """The environment of the measured processes: the user's, with every speed-up on (the default path)."""
+    from themelio_gpu.speedups import ENV
 
     env = {**os.environ, **CHILD_ENV}
-    env.pop("CDKTF_OUTDIR", None)
-    # Importing themelio_gpu here added the node preload; main.py adds it itself, `import cdktf` never has it.
-    node_options = env.pop("NODE_OPTIONS", "").replace(node_options_with_preload(None), "").strip()
-    if node_options:
-        env["NODE_OPTIONS"] = node_options
+    for name in ("CDKTF_OUTDIR", ENV):
+        env.pop(name, None)
     return env
 
 
 class Series:
     """Repeated runs of one command that synthesizes (or not) into an output folder."""
 
-    def __init__(self, command: Sequence[str], outdir: Path | None = None) -> None:
-        self.command, self.outdir = list(command), outdir
+    def __init__(
+        self, command: Sequence[str], outdir: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
+        self.command, self.outdir, self.env = list(command), outdir, dict(env or {})
         self.runs: list[Run] = []
         self.output: Output | None = None
         self.digests: set[str] = set()
 
     def run(self, env: Mapping[str, str], rep: int) -> Run:
         outdir = None if self.outdir is None else self.outdir.with_name(f"{self.outdir.name}-{rep}")
-        run = measure([*self.command, *(["--outdir", str(outdir), "--quiet"] if outdir else [])], env)
+        command = [*self.command, *(["--outdir", str(outdir), "--quiet"] if outdir else [])]
+        run = measure(command, {**env, **self.env})
         self.runs.append(run)
         if outdir is not None:
             output = inspect_output(outdir)
             self.digests.add(output.digest)
             if self.output is None:
                 self.output = output
-            else:
-                shutil.rmtree(outdir)
+            shutil.rmtree(outdir)
         return run
 
     def stats(self) -> dict[str, Any]:
@@ -834,44 +887,48 @@ class Series:
         return result
 
 
-ONE_PROCESS = "one-process"
+def ablated_speedups(engine: str = "cdktf") -> tuple[list[str], list[str]]:
+    """The speed-ups the ablation switches off (those of `engine`), and a note for each one it does not."""
+    from themelio_gpu.speedups import ONLY_UNDER, Speedup
 
-
-def synthesis_workers(clusters: int) -> int:
-    """The processes `python main.py` uses for `clusters` clusters here (automatic, or as the environment asks)."""
-    from themelio_gpu.outputs.workers import WORKERS_ENV, requested_workers, usable_cpus, worker_count
-
-    return worker_count(clusters, requested_workers(os.environ.get(WORKERS_ENV)), usable_cpus(), True)
+    used = [s.value for s in Speedup if ONLY_UNDER.get(s, engine) == engine]
+    notes = [
+        f"{s.value} is not used under {engine} (only under {ONLY_UNDER[s]}): not measured"
+        for s in Speedup
+        if ONLY_UNDER.get(s, engine) != engine
+    ]
+    return used, notes
 
 
 def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, Any]:
+    from themelio_gpu.speedups import ENV
+
     env = child_env()
     python = sys.executable
     fleets: dict[int, tuple[Path, Path]] = {}
-    for n in sizes:
+    for n in sorted({*sizes, ABLATION_SIZE}):
         fleets[n] = write_fleet(work / f"fleet-{n}", n)
         check_fleet(*fleets[n], n)
-    _progress(f"generated fleets of {', '.join(map(str, sizes))} clusters in {work}")
+    _progress(f"generated fleets of {', '.join(map(str, fleets))} clusters in {work}")
 
-    def synth(catalog: Path, stacks: Path, name: str) -> Series:
+    def synth(catalog: Path, stacks: Path, name: str, speedup_off: str | None = None) -> Series:
         command = [python, "main.py", "--catalog", str(catalog), "--stacks-dir", str(stacks)]
-        return Series(command, work / name)
+        return Series(command, work / name, {ENV: speedup_off} if speedup_off else None)
 
+    ablation_fleets = {"example": (EXAMPLE_CATALOG, EXAMPLE_STACKS), str(ABLATION_SIZE): fleets[ABLATION_SIZE]}
+    speedups, notes = ablated_speedups()
     # Each goal's two commands run one after the other (either order), so a busy spell slows both.
-    paired = [str(n) for n in GOAL_SCALING_SIZES if n in sizes]
-    large = GOAL_SCALING_SIZES[1]
-    # The largest fleet again in one process (--workers 1): how synthesis itself scales, without workers.
-    one_process = {ONE_PROCESS: synth(*fleets[large], f"out-{large}-one-process")} if str(large) in paired else {}
-    for item in one_process.values():
-        item.command += ["--workers", "1"]
     series: dict[str, Series] = {
         "cdktf": Series([python, "-c", CDKTF_IMPORT]),
         "example": synth(EXAMPLE_CATALOG, EXAMPLE_STACKS, "out-example"),
-        **{n: synth(*fleets[int(n)], f"out-{n}") for n in paired},
-        **one_process,
+        **{str(n): synth(*fleets[n], f"out-{n}") for n in sizes},
         "app": Series([python, "-c", FLOOR_IMPORTS]),
-        **{str(n): synth(*fleets[n], f"out-{n}") for n in sizes if str(n) not in paired},
     }
+    if str(ABLATION_SIZE) not in series:
+        series[str(ABLATION_SIZE)] = synth(*fleets[ABLATION_SIZE], f"out-{ABLATION_SIZE}")
+    for speedup in speedups:
+        for fleet, (catalog, stacks) in ablation_fleets.items():
+            series[f"off:{speedup}:{fleet}"] = synth(catalog, stacks, f"out-off-{speedup}-{fleet}", speedup)
     measure(series["app"].command, env)  # warm-up: page cache, jsii's assembly cache
     for rep in range(1, repeat + 1):
         # Interleaved, alternating the order, so that a busy spell of the machine spreads over all figures.
@@ -881,18 +938,15 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
 
     floors = {name: series[name].stats() for name in ("cdktf", "app")}
     example = series["example"].stats()
-    size_results = [
-        {"clusters": n, "workers": synthesis_workers(n), **series[str(n)].stats(), "derived": {}} for n in sizes
-    ]
-    one = series[ONE_PROCESS].stats() if ONE_PROCESS in series else None
-    if one is not None:
-        one.update(clusters=large, workers=1)
+    size_results = [{"clusters": n, **series[str(n)].stats(), "derived": {}} for n in sizes]
+    default = {"example": example, str(ABLATION_SIZE): series[str(ABLATION_SIZE)].stats()}
+    off = {s: {f: series[f"off:{s}:{f}"].stats() for f in ablation_fleets} for s in speedups}
     return {
         "floors": floors,
         "example": example,
         "sizes": size_results,
-        "one_process": one,
-        "derived": derive(floors, example, size_results, one),
+        "ablation_notes": notes,
+        "derived": derive(floors, example, size_results, ablation(default, off)),
     }
 
 
@@ -910,7 +964,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     result = {
-        "schema": 3,
+        "schema": 4,
         "machine": machine,
         "source_changed_during_run": source_digest() != machine["source_digest"],
         "settings": {
@@ -920,6 +974,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "floor_command": f"python -c '{FLOOR_IMPORTS}'",
             "example_command": "python main.py --catalog catalog/gpu-catalog.yaml --stacks-dir stacks --outdir <tmp> --quiet",
             "synth_command": "python main.py --catalog <cat> --stacks-dir <dir> --outdir <tmp> --quiet",
+            "ablation_command": "THEMELIO_SPEEDUPS_OFF=<speed-up> <synth_command>",
+            "ablation_fleets": ["example", str(ABLATION_SIZE)],
+            "engine": "cdktf",
             "cluster_shape": {
                 "offerings": OFFERINGS_PER_CLUSTER,
                 "pools": POOLS_PER_CLUSTER,
