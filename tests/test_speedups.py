@@ -1,0 +1,71 @@
+"""Every speed-up synthesizes the same bytes as without it, and the switch refuses what is not one
+(themelio_gpu/speedups.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.test_provider_loading import _env_without_preload, _files, _fleet_using_every_binding_class
+from themelio_gpu.speedups import ENV, ONLY_UNDER, Speedup, SpeedupsSettingError, switched_off
+
+
+def _synthesized(catalog: Path, stacks: Path, out: Path, off: str) -> dict[str, bytes]:
+    command = [sys.executable, "main.py", "--catalog", str(catalog), "--stacks-dir", str(stacks)]
+    result = subprocess.run(
+        [*command, "--outdir", str(out), "--quiet"],
+        cwd=ROOT,
+        env={**_env_without_preload(), **({ENV: off} if off else {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return _files(out)
+
+
+@pytest.fixture(scope="module")
+def fleet_and_default(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, bytes]]:
+    folder = tmp_path_factory.mktemp("speedups")
+    catalog, stacks = _fleet_using_every_binding_class(folder)
+    return catalog, stacks, _synthesized(catalog, stacks, folder / "default", "")
+
+
+@pytest.mark.parametrize("off", [s.value for s in Speedup if ONLY_UNDER.get(s, "cdktf") == "cdktf"] + ["all"])
+def test_each_speedup_switched_off_gives_the_same_bytes(
+    fleet_and_default: tuple[Path, Path, dict[str, bytes]], tmp_path: Path, off: str
+) -> None:
+    catalog, stacks, default = fleet_and_default
+    assert len([f for f in default if f.endswith("cdk.tf.json")]) == 4
+    assert _synthesized(catalog, stacks, tmp_path / "out", off) == default
+
+
+def test_the_switch_takes_names_and_all() -> None:
+    assert switched_off("") == frozenset()
+    assert switched_off(" lazy-index , Type-Hint-Memo ") == {Speedup.LAZY_INDEX, Speedup.TYPE_HINT_MEMO}
+    assert switched_off("all") == frozenset(Speedup)
+
+
+def test_a_name_that_is_no_speedup_is_refused_naming_what_is_allowed() -> None:
+    with pytest.raises(SpeedupsSettingError) as error:
+        switched_off("lazy-index,fast,faster")
+    assert str(error.value).startswith(
+        "THEMELIO_SPEEDUPS_OFF: fast, faster are not a speed-up; allowed: lazy-bindings,"
+    )
+
+
+def test_every_command_refuses_a_wrong_switch_before_any_work(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "themelio_gpu", "validate"],
+        cwd=ROOT,
+        env={**_env_without_preload(), ENV: "turbo"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("THEMELIO_SPEEDUPS_OFF: turbo is not a speed-up;")
