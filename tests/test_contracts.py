@@ -18,6 +18,7 @@ from themelio_gpu.outputs.contracts import (
     gpu_labels_config,
     kubeflow_spawner_gpus,
     resource_quota,
+    waldur_backend_components,
     waldur_quota_mapping,
 )
 from themelio_gpu.plan.fleet import Fleet
@@ -75,6 +76,16 @@ def test_waldur_components_set_the_grant_name_and_the_rest_is_zero() -> None:
         "requests.nvidia.com/a100-mig-3g.20gb",
         "vfio.gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
     ]
+
+
+def test_waldur_backend_components_get_a_quota_at_project_creation() -> None:
+    """waldur-site-agent's Rancher backend quotas a new project only for components of type cpu, ram, storage
+    or gpu (`_filter_quota_components`): every GPU component says gpu, and k8s_resource keeps its key."""
+    plan = fleet("chart-gpu").cluster("gpu-east")
+    assert plan is not None
+    components = waldur_backend_components(plan, plan_quota(plan))
+    assert {c["type"] for c in components.values()} == {"gpu"}
+    assert components["gpu_a100"]["k8s_resource"] == "nvidia.com/a100"
 
 
 def test_kubeflow_vendors_leave_out_deprecated_offerings(example_fleet: Fleet) -> None:

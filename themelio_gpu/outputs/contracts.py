@@ -22,6 +22,10 @@ from themelio_gpu.plan.quota import ClusterQuotaPlan, requests_key
 WALDUR_RESOURCE_QUOTA_NAME = "custom-resource-quota"
 # The keys no Waldur component sets, all 0, in a ResourceQuota of their own: Waldur rewrites its own one.
 CLOSED_RESOURCE_QUOTA_NAME = "themelio-gpu-closed"
+# waldur-site-agent's Rancher backend (`_filter_quota_components`) gives a new project a quota only for
+# components whose type is cpu, ram, storage or gpu: without it the project's GPUs are unlimited until a
+# later limit update. `k8s_resource` still decides the key (`requests.<k8s_resource>`).
+WALDUR_GPU_COMPONENT_TYPE = "gpu"
 
 
 def shared_devices(offerings: Iterable[ResolvedOffering]) -> dict[str, list[str]]:
@@ -79,6 +83,7 @@ def waldur_backend_components(plan: ClusterPlan, quota: ClusterQuotaPlan) -> dic
             "k8s_resource": quota.grant_names[o.name],
             "label": o.display_name,
             "measured_unit": o.unit,
+            "type": WALDUR_GPU_COMPONENT_TYPE,
             "unit_factor": 1,
         }
         for o in sorted(plan.offerings, key=lambda o: o.waldur_component)
