@@ -84,7 +84,6 @@ def test_kueue_gives_each_device_one_counter() -> None:
     assert flavor["metadata"]["name"] == "nvidia-a100-40gb"
     assert flavor["spec"]["nodeLabels"] == {
         "accelerator": "nvidia-a100",
-        "node.kubernetes.io/instance-type": "gpu",
         "nvidia.com/dra-kubelet-plugin": "true",
         "nvidia.com/gpu": "true",
     }

@@ -287,7 +287,12 @@ class Provisioning(Strict):
 class NodePool(Strict):
     name: str
     product: str = Field(description="Key of the GPU product table, e.g. a100-40gb")
-    instance_type: str = Field(default="gpu", alias="instanceType", description="node.kubernetes.io/instance-type")
+    instance_type: str | None = Field(
+        default=None,
+        alias="instanceType",
+        description="node.kubernetes.io/instance-type, e.g. gpu (ADR-0023). Omit where the cloud's kubelet and "
+        "controllers set it; refused on Karpenter pools (Karpenter sets it from provisioning.karpenter.instanceTypes)",
+    )
     gpus_per_node: int = Field(alias="gpusPerNode", gt=0, le=16)
     mig: MigLayout | None = Field(default=None, description="Omit for whole GPUs (MIG disabled)")
     dra: bool = Field(default=True, description="Allocate through the NVIDIA DRA driver (else the device plugin)")

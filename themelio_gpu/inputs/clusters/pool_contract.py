@@ -74,6 +74,14 @@ class PoolContract:
     def kubelet_register_with_taints(self) -> str:
         return ",".join(str(t) for t in self.taints)
 
+    @property
+    def kubelet_args(self) -> tuple[str, ...]:
+        """The kubelet flags that give a provisioned node the contract (no taint flag for an untainted pool)."""
+        args = [f"--node-labels={self.kubelet_node_labels}"]
+        if self.taints:
+            args.append(f"--register-with-taints={self.kubelet_register_with_taints}")
+        return tuple(args)
+
     def provides_whole(self) -> bool:
         return self.mig_devices is None
 
@@ -147,12 +155,25 @@ def pool_contract(
                     )
 
     labels: dict[str, str] = {
-        INSTANCE_TYPE: pool.instance_type,
         GPU_PRESENT: "true",
         ACCELERATOR: product.accelerator,
         MIG_ENABLED: "true" if pool.mig is not None else "false",
         POOL: pool.name,
     }
+    if pool.instance_type is not None:
+        if pool.provisioning.karpenter is not None:
+            problems.append(
+                (
+                    "instanceType",
+                    f"pool {pool.name}: Karpenter writes {INSTANCE_TYPE} on every node it launches, from the "
+                    "instance type it chose among provisioning.karpenter.instanceTypes; a value of our own would "
+                    "be one more requirement (Karpenter layers template labels onto them) that no instance type "
+                    "meets: remove instanceType",
+                )
+            )
+        else:
+            # A well-known label the kubelet and cloud controllers set on cloud nodes: only where the pool says so.
+            labels[INSTANCE_TYPE] = pool.instance_type
     if mig_profile_label is not None:
         labels[MIG_PROFILE] = mig_profile_label
     if product.supports_mig and mig_manager:
