@@ -336,6 +336,30 @@ def test_karpenter_pool_is_a_node_pool_manifest(stack_json: StackJson) -> None:
     assert manifest["spec"]["limits"] == {"nvidia.com/gpu": "64"}
 
 
+def test_karpenter_taint_without_a_value_omits_it(tmp_path: Path) -> None:
+    """The NodePool CRD's `value` pattern needs at least one character: `value: ""` is refused by the API server."""
+    from themelio_gpu.outputs.synth import synthesize
+
+    karpenter = {"karpenter": {"nodeClassRef": {"name": "gpu"}, "instanceTypes": ["p4d.24xlarge"]}}
+    taints = [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+        {"key": "spot", "value": "yes", "effect": "NoExecute"},
+    ]
+    fleet = fleet_of(
+        tmp_path,
+        cluster(
+            offerings=["nvidia.com/a100"], karpenter=True, nodePools=[pool(taints=taints, provisioning=karpenter)]
+        ),
+    )
+    synthesize(fleet, tmp_path / "out", None)
+    resources = json.loads((tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text())["resource"]
+    manifest = resources["kubernetes_manifest"]["karpenter_node_pool_p"]["manifest"]
+    assert manifest["spec"]["template"]["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+        {"key": "spot", "value": "yes", "effect": "NoExecute"},
+    ]
+
+
 def test_gpu_label_placement_matches_the_pool_that_serves_it(example_fleet: Any) -> None:
     """A workload steered by gpuLabel must land on a pool whose labels satisfy its node selector."""
     for plan in example_fleet.clusters:

@@ -105,7 +105,8 @@ class GpuNodePool:
                             "values": list(karpenter.capacity_types),
                         },
                     ],
-                    "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in contract.taints],
+                    # The NodePool CRD's value pattern needs a character: a taint without a value omits it.
+                    "taints": [t.as_object() for t in contract.taints],
                 },
             }
         }

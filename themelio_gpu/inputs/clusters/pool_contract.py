@@ -54,6 +54,13 @@ class TaintSpec:
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
+    def as_object(self) -> dict[str, str]:
+        """The taint as a Kubernetes API object: without a value, `value` is left out (Karpenter's NodePool
+        CRD refuses an empty one; core/v1 and Kueue read a missing value as empty)."""
+        if self.value:
+            return {"key": self.key, "value": self.value, "effect": self.effect}
+        return {"key": self.key, "effect": self.effect}
+
 
 @dataclass(frozen=True)
 class PoolContract:
