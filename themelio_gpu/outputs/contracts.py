@@ -8,12 +8,11 @@ close a cluster depends on its classes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from themelio_gpu.constructs.naming import FIELD_MANAGER
-from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
+from themelio_gpu.inputs.catalog.catalog import ResolvedOffering, workspacekind_pod_config_id
 from themelio_gpu.inputs.catalog.model import Lifecycle
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, requests_key
@@ -126,10 +125,6 @@ def kubeflow_spawner_gpus(
             "gpus": {"readOnly": False, "value": {"num": "none", "vendor": "", "vendors": vendors}}
         }
     }
-
-
-def workspacekind_pod_config_id(name: str) -> str:
-    return "gpu_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
 def kubeflow_workspacekind_pod_configs(
