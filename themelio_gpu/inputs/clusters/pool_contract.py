@@ -7,11 +7,13 @@ NodePools and the kubelet flags of provisioned nodes. See README "Label contract
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from themelio_gpu.inputs import k8s_names
+from themelio_gpu.inputs.catalog.catalog import DEFAULT_TOLERATIONS
 from themelio_gpu.inputs.catalog.products import (
     GpuProduct,
     default_mig_config_names,
@@ -42,6 +44,8 @@ OWNED_LABEL_KEYS = (
     POOL,
 )
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+"""The effects that keep a pod that does not tolerate the taint off the node (PreferNoSchedule only avoids it)."""
 DEFAULT_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
 
 
@@ -60,6 +64,33 @@ class TaintSpec:
         if self.value:
             return {"key": self.key, "value": self.value, "effect": self.effect}
         return {"key": self.key, "effect": self.effect}
+
+
+def tolerates(toleration: Mapping[str, Any], taint: TaintSpec) -> bool:
+    """k8s.io/api/core/v1 Toleration.ToleratesTaint."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.key:
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        value = toleration.get("value")
+        return ("" if value is None else str(value)) == taint.value
+    return False
+
+
+def untolerated(tolerations: Iterable[Mapping[str, Any]], taints: Iterable[TaintSpec]) -> tuple[TaintSpec, ...]:
+    """The taints (NoSchedule, NoExecute) that keep a pod with these tolerations off a node."""
+    given = list(tolerations)
+    return tuple(t for t in taints if t.effect in BLOCKING_EFFECTS and not any(tolerates(x, t) for x in given))
+
+
+# What every offering tolerates unless the catalog says otherwise: the GPU taint, whatever its value.
+_DEFAULT_TOLERATIONS = tuple(t.model_dump(exclude_none=True) for t in DEFAULT_TOLERATIONS)
 
 
 @dataclass(frozen=True)
@@ -88,6 +119,12 @@ class PoolContract:
         if self.taints:
             args.append(f"--register-with-taints={self.kubelet_register_with_taints}")
         return tuple(args)
+
+    @property
+    def reservations(self) -> tuple[TaintSpec, ...]:
+        """Its taints beyond the GPU taint: they keep every workload off the pool unless it tolerates them, so the
+        pool is reserved (a catalog offering tolerates only `nvidia.com/gpu` with NoSchedule by default)."""
+        return untolerated(_DEFAULT_TOLERATIONS, self.taints)
 
     def provides_whole(self) -> bool:
         return self.mig_devices is None
