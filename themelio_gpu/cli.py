@@ -254,10 +254,7 @@ def cluster_contract_files(plan: ClusterPlan) -> dict[str, str]:
     """The files of one cluster: quotas and the consumers that follow its grant names."""
     quota = plan_quota(plan)
     kueue = kueue_objects(plan, quota)
-    note = "".join(
-        f"# pool {p}: its size is not known here, so its devices count 0; raise nominalQuota by hand\n"
-        for p in kueue.unsized_pools
-    )
+    note = "".join(f"# {line}\n" for line in kueue.notes)
     names = quota.grant_names
     notebooks = cluster_notebook_choices(plan)
     notebook_note = "".join(f"# {line}\n" for line in notebooks.left_out)

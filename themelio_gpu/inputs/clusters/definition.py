@@ -360,6 +360,23 @@ class DraDriverRelease(Strict):
         return "oci://registry.k8s.io/dra-driver-nvidia/charts"
 
 
+class KueueQueue(Strict):
+    """A Kueue ClusterQueue that admits work to reserved pools, for the namespaces named here only."""
+
+    name: str = Field(description="The ClusterQueue's name, and the LocalQueue's in each namespace (not gpus)")
+    pools: tuple[str, ...] = Field(
+        min_length=1, description="Reserved pools (a taint beyond nvidia.com/gpu) it admits to, in the order tried"
+    )
+    namespaces: tuple[str, ...] = Field(min_length=1, description="The namespaces that may submit to it")
+
+
+class KueueSettings(Strict):
+    queues: tuple[KueueQueue, ...] = Field(
+        default=(),
+        description="Queues granting reserved pools to named namespaces; every other GPU pool is in the queue gpus",
+    )
+
+
 class CatalogConfigMap(Strict):
     namespace: str = Field(default="themelio-system", description="Created by the stack: a namespace of its own")
     name: str = "themelio-gpu-catalog"
@@ -383,6 +400,9 @@ class ClusterDefinition(Strict):
     node_pools: tuple[NodePool, ...] = Field(alias="nodePools", min_length=1)
     gpu_operator: GpuOperatorRelease = Field(default=GpuOperatorRelease(), alias="gpuOperator")
     dra_driver: DraDriverRelease = Field(default=DraDriverRelease(), alias="draDriver")
+    kueue: KueueSettings = Field(
+        default=KueueSettings(), description="Kueue queues for reserved pools (catalog export's kueue.yaml)"
+    )
     catalog_config_map: CatalogConfigMap | None = Field(
         default=None, alias="catalogConfigMap", description="Also publish the catalog outputs as a ConfigMap"
     )
