@@ -281,3 +281,18 @@ def test_a_podconfig_id_longer_than_the_crd_allows_is_refused(tmp_path: Path) ->
     name = "a" * 60 + "." + "b" * 60 + "." + "c" * 60 + "." + "d" * 60 + ".example/" + "g" * 40
     _, problems = load(tmp_path, {name: offering()})
     assert any("the WorkspaceKind CRD takes at most 256" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("overrides", "location", "message"),
+    [
+        ({"kubeflow": {"uiName": "A"}}, "kubeflow.uiName", "takes with 2 to 128 characters (it has 1)"),
+        ({"kubeflow": {"uiName": "A" * 129}}, "kubeflow.uiName", "takes with 2 to 128 characters (it has 129)"),
+        ({"description": "d" * 1025}, "description", "at most 1024 characters (it has 1025)"),
+    ],
+)
+def test_a_notebook_option_the_workspacekind_crd_would_refuse_is_refused(
+    tmp_path: Path, overrides: dict[str, Any], location: str, message: str
+) -> None:
+    _, problems = load(tmp_path, {"nvidia.com/a100": offering(**overrides)})
+    assert any(f'offerings["nvidia.com/a100"].{location}: ' in p and message in p for p in problems), problems

@@ -40,6 +40,10 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 # Kubeflow Notebooks 2.0 (v2.0.0-beta.0): WorkspaceKind podConfig.values[].id, maxLength 256; the list is keyed
 # on id (x-kubernetes-list-map-keys), so two options with one id are refused by the API server.
 POD_CONFIG_ID_MAX_LENGTH = 256
+# Its podConfig.values[].spawner: displayName (our kubeflow.uiName) 2 to 128 characters, description (ours, when
+# it has 2 or more) at most 1024.
+POD_CONFIG_DISPLAY_NAME_LENGTH = (2, 128)
+POD_CONFIG_DESCRIPTION_MAX_LENGTH = 1024
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
 _SEMVER_LOOSE = re.compile(r"^v?\d+(\.\d+){0,2}([-+][0-9A-Za-z.-]+)?$")
 _WALDUR_COMPONENT = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -502,7 +506,7 @@ def _check_uniqueness(model: CatalogFile, file: str, problems: Problems) -> None
         claim(components, offering.quota.waldur_component, f"{where}.quota.waldurComponent", "Waldur component")
         if offering.kubeflow and offering.lifecycle is Lifecycle.active:
             claim(ui_names, offering.kubeflow.ui_name, f"{where}.kubeflow.uiName", "Kubeflow uiName")
-            _check_pod_config_id(name, pod_config_ids, file, f"{where}.kubeflow", problems)
+            _check_notebook_option(name, offering, pod_config_ids, file, where, problems)
         for index, alias in enumerate(offering.aliases):
             alias_where = f"{where}.aliases[{index}]"
             claim(names, alias.name, f"{alias_where}.name", "extended resource name")
@@ -514,8 +518,28 @@ def _check_uniqueness(model: CatalogFile, file: str, problems: Problems) -> None
             )
 
 
-def _check_pod_config_id(name: str, taken: dict[str, str], file: str, where: str, problems: Problems) -> None:
-    """One Notebooks 2.0 podConfig id per offering the notebook form lists, within the CRD's length."""
+def _check_notebook_option(
+    name: str, offering: Offering, taken: dict[str, str], file: str, where: str, problems: Problems
+) -> None:
+    """An offering of the notebook form makes a Notebooks 2.0 podConfig option: one id per offering, and the
+    lengths the WorkspaceKind CRD takes."""
+    assert offering.kubeflow is not None
+    low, high = POD_CONFIG_DISPLAY_NAME_LENGTH
+    if not low <= len(offering.kubeflow.ui_name) <= high:
+        problems.add(
+            file,
+            f"{where}.kubeflow.uiName",
+            f"is the Notebooks 2.0 option's spawner.displayName, which the WorkspaceKind CRD takes with {low} to "
+            f"{high} characters (it has {len(offering.kubeflow.ui_name)})",
+        )
+    if len(offering.description) > POD_CONFIG_DESCRIPTION_MAX_LENGTH:
+        problems.add(
+            file,
+            f"{where}.description",
+            "is the Notebooks 2.0 option's spawner.description, which the WorkspaceKind CRD takes with at most "
+            f"{POD_CONFIG_DESCRIPTION_MAX_LENGTH} characters (it has {len(offering.description)})",
+        )
+    where = f"{where}.kubeflow"
     pod_config_id = workspacekind_pod_config_id(name)
     other = taken.setdefault(pod_config_id, name)
     if other != name:
