@@ -256,6 +256,11 @@ def plan_kueue(plan: ClusterPlan, quota: ClusterQuotaPlan | None = None) -> Kueu
 
 def limit_problems(plan: ClusterPlan) -> list[tuple[str, str]]:
     """What the Kueue CRDs would refuse in this cluster's kueue.yaml, as (location, message)."""
+    # Bounds first, as every cluster is checked when the fleet loads: the covered names are among the names it
+    # advertises, a queue's flavors no more than its pools, a flavor's taints among the pools' taints.
+    taints = {(t.key, t.effect) for p in plan.pools for t in p.taints}
+    if max(len(plan.advertised_names), len(plan.pools)) <= GROUP_LIMIT and len(taints) <= FLAVOR_FIELD_LIMIT:
+        return []
     kueue = plan_kueue(plan)
     problems: list[tuple[str, str]] = []
     if len(kueue.covered) > GROUP_LIMIT:
