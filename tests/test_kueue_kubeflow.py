@@ -174,6 +174,11 @@ def _pool(name: str, *taints: dict[str, str], node: str | None = None) -> dict[s
             "pool train is already granted by queue training: two queues would admit its devices twice",
         ),
         (
+            [{"name": "training", "pools": ["train", "train"], "namespaces": ["ml"]}],
+            "kueue.queues[0].pools[1]",
+            "pool train is listed twice",
+        ),
+        (
             [{"name": "gpus", "pools": ["train"], "namespaces": ["ml"]}],
             "kueue.queues[0].name",
             "gpus is the queue",

@@ -176,6 +176,8 @@ def check_queues(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> l
             at = f"{where}.pools[{i}]"
             if name not in defined:
                 problems.append((at, f"no pool {name} in nodePools (pools: {', '.join(defined)})"))
+            elif granted.get(name) == queue.name:
+                problems.append((at, f"pool {name} is listed twice"))
             elif name in granted:
                 problems.append(
                     (
