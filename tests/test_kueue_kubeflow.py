@@ -163,7 +163,7 @@ def _pool(name: str, *taints: dict[str, str], node: str | None = None) -> dict[s
         (
             [{"name": "training", "pools": ["open"], "namespaces": ["ml"]}],
             "kueue.queues[0].pools[0]",
-            "pool open carries no taint beyond nvidia.com/gpu, so the queue gpus admits every namespace's work there",
+            "pool open carries no NoSchedule or NoExecute taint beyond nvidia.com/gpu:NoSchedule, so the queue gpus",
         ),
         (
             [

@@ -189,9 +189,10 @@ def check_queues(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> l
                 problems.append(
                     (
                         at,
-                        f"pool {name} carries no taint beyond nvidia.com/gpu, so the queue {DEFAULT_QUEUE} admits "
-                        "every namespace's work there already; a queue grants a reserved pool (taint the pool with "
-                        "what only its workloads tolerate, e.g. themelio.io/reserved=training:NoSchedule)",
+                        f"pool {name} carries no NoSchedule or NoExecute taint beyond nvidia.com/gpu:NoSchedule, so "
+                        f"the queue {DEFAULT_QUEUE} admits every namespace's work there already; a queue grants a "
+                        "reserved pool (taint the pool with what only its workloads tolerate, e.g. "
+                        "themelio.io/reserved=training:NoSchedule)",
                     )
                 )
             granted.setdefault(name, queue.name)
