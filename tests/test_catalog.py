@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLE_CATALOG
+from tests.conftest import EXAMPLE_CATALOG, FIXTURES
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.problems import Problems
@@ -247,3 +247,52 @@ def test_product_table_covers_the_required_gpus() -> None:
     # 1g.10gb is a different slice on A100-40GB (4 per GPU) than on 80GB parts (7 per GPU).
     assert PRODUCTS["a100-40gb"].mig_profiles["1g.10gb"] == 4
     assert PRODUCTS["a100-80gb"].mig_profiles["1g.10gb"] == 7
+
+
+def test_offerings_whose_podconfig_ids_collide_are_refused_naming_both() -> None:
+    """nvidia.com/gpu.48gb and nvidia.com/gpu-48gb both become gpu_nvidia_com_gpu_48gb; the WorkspaceKind
+    list is keyed on id, so the API server would refuse the pair (tests/fixtures/refused/)."""
+    problems = Problems()
+    path = FIXTURES / "refused" / "podconfig-id-collision.yaml"
+    assert load_catalog(path, problems, "catalog.yaml") is None
+    (problem,) = [str(p) for p in problems]
+    assert problem.startswith(
+        'catalog.yaml: offerings["nvidia.com/gpu.48gb"].kubeflow: nvidia.com/gpu-48gb and nvidia.com/gpu.48gb '
+        "would both be the Kubeflow Notebooks 2.0 podConfig option 'gpu_nvidia_com_gpu_48gb'"
+    ), problem
+    assert "(line 18, column 5)" in problem
+
+
+def test_offerings_out_of_the_notebook_form_need_no_podconfig_id_of_their_own(tmp_path: Path) -> None:
+    # Only active offerings with a kubeflow key become podConfig options: the others may share an id.
+    _, problems = load(
+        tmp_path,
+        {
+            "nvidia.com/a100": offering(),
+            "nvidia.com/A100": offering(
+                deviceClass="a100-old.gpu.themelio.io", quota={"waldurComponent": "old"}, lifecycle="deprecated"
+            ),
+        },
+    )
+    assert problems == []
+
+
+def test_a_podconfig_id_longer_than_the_crd_allows_is_refused(tmp_path: Path) -> None:
+    name = "a" * 60 + "." + "b" * 60 + "." + "c" * 60 + "." + "d" * 60 + ".example/" + "g" * 40
+    _, problems = load(tmp_path, {name: offering()})
+    assert any("the WorkspaceKind CRD takes at most 256" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("overrides", "location", "message"),
+    [
+        ({"kubeflow": {"uiName": "A"}}, "kubeflow.uiName", "takes with 2 to 128 characters (it has 1)"),
+        ({"kubeflow": {"uiName": "A" * 129}}, "kubeflow.uiName", "takes with 2 to 128 characters (it has 129)"),
+        ({"description": "d" * 1025}, "description", "at most 1024 characters (it has 1025)"),
+    ],
+)
+def test_a_notebook_option_the_workspacekind_crd_would_refuse_is_refused(
+    tmp_path: Path, overrides: dict[str, Any], location: str, message: str
+) -> None:
+    _, problems = load(tmp_path, {"nvidia.com/a100": offering(**overrides)})
+    assert any(f'offerings["nvidia.com/a100"].{location}: ' in p and message in p for p in problems), problems

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import FIXTURE_SNAPSHOTS
+from tests.conftest import FIXTURE_SNAPSHOTS, FIXTURES
 from tests.snapshot import assert_matches_snapshot
 from tests.test_quota import fleet
 from themelio_gpu.cli import cluster_contract_files, contract_files
+from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.outputs.contracts import (
     WALDUR_RESOURCE_QUOTA_NAME,
+    cluster_notebook_choices,
     gpu_labels_config,
     kubeflow_spawner_gpus,
+    kubeflow_workspacekind_pod_configs,
     resource_quota,
+    waldur_backend_components,
     waldur_quota_mapping,
 )
 from themelio_gpu.plan.fleet import Fleet
@@ -75,6 +81,16 @@ def test_waldur_components_set_the_grant_name_and_the_rest_is_zero() -> None:
         "requests.nvidia.com/a100-mig-3g.20gb",
         "vfio.gpu.nvidia.com.deviceclass.resource.k8s.io/devices",
     ]
+
+
+def test_waldur_backend_components_get_a_quota_at_project_creation() -> None:
+    """waldur-site-agent's Rancher backend quotas a new project only for components of type cpu, ram, storage
+    or gpu (`_filter_quota_components`): every GPU component says gpu, and k8s_resource keeps its key."""
+    plan = fleet("chart-gpu").cluster("gpu-east")
+    assert plan is not None
+    components = waldur_backend_components(plan, plan_quota(plan))
+    assert {c["type"] for c in components.values()} == {"gpu"}
+    assert components["gpu_a100"]["k8s_resource"] == "nvidia.com/a100"
 
 
 def test_kubeflow_vendors_leave_out_deprecated_offerings(example_fleet: Fleet) -> None:
@@ -178,3 +194,55 @@ def test_every_fixture_clusters_config_map_yaml_is_the_whole_document(example_fl
             kubeflow_spawner_gpus(plan.offerings, quota.grant_names),
         ):
             assert _yaml(document) == dump_yaml(document), plan.name
+
+
+def test_a_notebook_choice_served_only_by_a_reserved_pool_is_left_out_saying_why(example_fleet: Fleet) -> None:
+    """gpu-west's only H100 pool carries themelio.io/reserved=training: a notebook there would stay Pending."""
+    west = example_fleet.cluster("gpu-west")
+    assert west is not None
+    choices = cluster_notebook_choices(west)
+    assert [o.name for o in choices.offerings] == ["nvidia.com/a10g"]
+    assert choices.left_out == (
+        "nvidia.com/h100 is left out of this cluster's notebook form: pool h100 carries "
+        "themelio.io/reserved=training:NoSchedule, which its tolerations do not tolerate",
+    )
+    files = cluster_contract_files(west)
+    for name in ("kubeflow-spawner-gpus.yaml", "kubeflow-workspacekind-podconfig.yaml"):
+        assert files[name].startswith(f"# {choices.left_out[0]}\n"), name
+
+
+def test_every_v1_gpu_choice_has_a_toleration_group_with_its_tolerations(tmp_path: Path) -> None:
+    """The v1 form's GPU choice sets only the limit (form.py set_notebook_gpus); tolerations come from the
+    toleration group (set_notebook_tolerations): one group per distinct set the choices need."""
+    catalog = fleet("chart-gpu").catalog
+    spawner = kubeflow_spawner_gpus(catalog)["spawnerFormDefaults"]
+    groups = spawner["tolerationGroup"]["options"]
+    assert spawner["tolerationGroup"]["value"] == ""  # a CPU notebook needs none
+    assert groups == [
+        {
+            "groupKey": "nvidia.com/gpu:NoSchedule",
+            "displayName": "GPU nodes: NVIDIA A100 (40 GB), A100 MIG 1g.5gb, A100 MIG 3g.20gb, NVIDIA A10G (24 GB), "
+            "NVIDIA H100 (80 GB), H100 MIG 1g.10gb",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        }
+    ]
+    dedicated = load_catalog_of(tmp_path, "terraform")
+    (default, l40s) = kubeflow_spawner_gpus(dedicated)["spawnerFormDefaults"]["tolerationGroup"]["options"]
+    assert l40s["groupKey"] == "nvidia.com/gpu:NoSchedule,fixture.example/dedicated=inference:NoSchedule"
+    assert l40s["displayName"] == "GPU nodes: L40S"
+    assert "L40S" not in default["displayName"]
+
+
+def test_no_notebook_choice_means_no_podconfig_fragment(tmp_path: Path) -> None:
+    """Notebooks 2.0's podConfig.values takes at least one option (CRD minItems: 1): no fragment at all."""
+    assert kubeflow_workspacekind_pod_configs([]) is None
+    plain = load_catalog_of(tmp_path, "coverage")
+    assert "kubeflow-workspacekind-podconfig.yaml" not in contract_files(plain)
+    assert kubeflow_spawner_gpus(plain)["spawnerFormDefaults"]["gpus"]["value"]["vendors"] == []
+
+
+def load_catalog_of(tmp_path: Path, fleet_name: str) -> Catalog:
+    problems = Problems()
+    catalog = load_catalog(FIXTURES / "fleets" / fleet_name / "catalog" / "gpu-catalog.yaml", problems)
+    assert catalog is not None, list(problems)
+    return catalog

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS, FIXTURE_SNAPSHOTS, ROOT, USER_SNAPSHOTS
+from tests.requirements import SHARED
 from themelio_gpu.outputs.schemas import schema_texts
 
 README = ROOT / "README.md"
@@ -52,6 +53,8 @@ def copy_project(target: Path) -> Path:
     user_snapshots = target / USER_SNAPSHOTS.relative_to(ROOT)
     shutil.rmtree(user_snapshots)
     shutil.copytree(FIXTURE_SNAPSHOTS, user_snapshots)  # the reviewed output of that same fleet
+    if SHARED.is_dir():  # the fork's checkout has ../shared beside it, as this one does (CI)
+        (target.parent / SHARED.name).symlink_to(SHARED, target_is_directory=True)
     return target
 
 

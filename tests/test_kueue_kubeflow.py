@@ -1,47 +1,40 @@
-"""The Kueue and Kubeflow Notebooks 2.0 files validate against those projects' CRD schemas (tests/fixtures/crds)
-and follow the quota rule: one counter per device kind, on the cluster's grant name."""
+"""Kueue and Kubeflow files follow the quota rule (one counter per device kind, on the cluster's grant name),
+keep reserved pools reserved, and refuse what the consumers' CRDs would refuse. The files are judged by the
+consumers' real CRDs in tests/test_upstream_contracts.py."""
 
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the locked environment
 import pytest
 import yaml
 
+from tests.builders import cluster, problems_of
 from tests.conftest import FIXTURES
-from tests.test_quota import CLUSTERS, fleet
+from tests.test_quota import fleet
 from themelio_gpu.cli import cluster_contract_files, contract_files
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 
-CRDS = FIXTURES / "crds"
-
-
-def _strict(schema: Any) -> Any:
-    """Unknown fields are errors: the API server would prune them silently."""
-    if isinstance(schema, dict):
-        schema = {k: _strict(v) for k, v in schema.items()}
-        if "properties" in schema and "additionalProperties" not in schema:
-            schema["additionalProperties"] = False
-    elif isinstance(schema, list):
-        schema = [_strict(v) for v in schema]
-    return schema
+CONSUMERS = FIXTURES / "fleets" / "consumers"
 
 
 @cache
-def validator(name: str) -> jsonschema.Draft7Validator:
-    schema = _strict(yaml.safe_load((CRDS / name).read_text()))
-    jsonschema.Draft7Validator.check_schema(schema)
-    return jsonschema.Draft7Validator(schema)
+def consumers_fleet() -> Fleet:
+    """tests/fixtures/fleets/consumers: mixed taint values, reserved pools, valueless Karpenter taints,
+    notebooks on tainted pools."""
+    return load_fleet(CONSUMERS / "catalog" / "gpu-catalog.yaml", CONSUMERS / "stacks")
 
 
-def errors(name: str, instance: Any) -> list[str]:
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator(name).iter_errors(instance)]
+def plan_of(fleet_name: str, cluster_name: str) -> ClusterPlan:
+    plan = fleet(fleet_name).cluster(cluster_name)
+    assert plan is not None
+    return plan
 
 
-def plan_of(fleet_name: str, cluster: str) -> ClusterPlan:
-    plan = fleet(fleet_name).cluster(cluster)
+def consumers(cluster_name: str) -> ClusterPlan:
+    plan = consumers_fleet().cluster(cluster_name)
     assert plan is not None
     return plan
 
@@ -50,52 +43,34 @@ def kueue_of(plan: ClusterPlan) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(cluster_contract_files(plan)["kueue.yaml"]) if d]
 
 
-@pytest.mark.parametrize(("fleet_name", "cluster"), CLUSTERS)
-def test_kueue_objects_validate_against_kueue_0_19(fleet_name: str, cluster: str) -> None:
-    plan = plan_of(fleet_name, cluster)
-    objects = kueue_of(plan)
-    flavors = [o for o in objects if o["kind"] == "ResourceFlavor"]
-    queues = [o for o in objects if o["kind"] == "ClusterQueue"]
-    assert len(queues) == 1 and len(flavors) == len({p.product.key for p in plan.pools})
-    for flavor in flavors:
-        assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2"
-        assert errors("kueue.x-k8s.io_resourceflavors.v1beta2.yaml", flavor) == []
-        # The CRD's x-kubernetes-validations on tolerations and taints.
-        for toleration in flavor["spec"].get("tolerations", []):
-            assert toleration["operator"] in ("Equal", "Exists") and "value" not in toleration
-            assert toleration["effect"] in ("NoSchedule", "PreferNoSchedule", "NoExecute")
-        for taint in flavor["spec"].get("nodeTaints", []):
-            assert taint["effect"] in ("NoSchedule", "PreferNoSchedule", "NoExecute")
-    queue = queues[0]
-    assert errors("kueue.x-k8s.io_clusterqueues.v1beta2.yaml", queue) == []
-    names = {f["metadata"]["name"] for f in flavors}
-    for group in queue["spec"]["resourceGroups"]:
-        for item in group["flavors"]:
-            # CRD rule: as many resources as coveredResources; Kueue's webhook: the same names, in order.
-            assert [r["name"] for r in item["resources"]] == group["coveredResources"]
-            assert item["name"] in names
+def by_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def quotas(queue: dict[str, Any]) -> dict[str, dict[str, int]]:
+    (group,) = queue["spec"]["resourceGroups"]
+    return {
+        f["name"]: {r["name"]: int(r["nominalQuota"]) for r in f["resources"] if r["nominalQuota"] != "0"}
+        for f in group["flavors"]
+    }
 
 
 def test_kueue_gives_each_device_one_counter() -> None:
     """gpu-east: 16 whole A100 on nvidia.com/a100, the all-balanced slices on the old MIG names, the rest 0."""
     plan = plan_of("chart-gpu", "gpu-east")
     objects = kueue_of(plan)
-    flavor = next(o for o in objects if o["kind"] == "ResourceFlavor")
-    assert flavor["metadata"]["name"] == "nvidia-a100-40gb"
+    flavor = by_kind(objects, "ResourceFlavor")["nvidia-a100-40gb"]
     assert flavor["spec"]["nodeLabels"] == {
         "accelerator": "nvidia-a100",
-        "node.kubernetes.io/instance-type": "gpu",
         "nvidia.com/dra-kubelet-plugin": "true",
         "nvidia.com/gpu": "true",
     }
     assert flavor["spec"]["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
-    queue = objects[-1]
-    (group,) = queue["spec"]["resourceGroups"]
-    quotas = {r["name"]: r["nominalQuota"] for r in group["flavors"][0]["resources"]}
+    (group,) = by_kind(objects, "ClusterQueue")["gpus"]["spec"]["resourceGroups"]
     # 2 nodes x 8 whole GPUs; 3 nodes x 8 GPUs x (2 1g.5gb + 1 3g.20gb) while the old names hold the grant.
-    assert quotas == {
+    assert {r["name"]: r["nominalQuota"] for r in group["flavors"][0]["resources"]} == {
         "nvidia.com/a100": "16",
         "nvidia.com/a100-mig-1g.5gb": "0",
         "nvidia.com/a100-mig-3g.20gb": "0",
@@ -105,38 +80,188 @@ def test_kueue_gives_each_device_one_counter() -> None:
     }
 
 
-def test_kueue_flavors_carry_the_pools_taints_and_unknown_sizes_count_zero() -> None:
+def test_unknown_sizes_count_zero_and_a_karpenter_pool_counts_its_max_gpus() -> None:
     plan = plan_of("chart-gpu", "west")
+    assert cluster_contract_files(plan)["kueue.yaml"].startswith(
+        "# pool a10g: its size is not known here, so its devices count 0; raise nominalQuota by hand\n"
+    )
+    queues = by_kind(kueue_of(plan), "ClusterQueue")
+    # 16 whole H100 (2 static nodes) in the queue gpus; the reserved Karpenter MIG pool (maxGpus 16 x 7
+    # slices of 1g.10gb) only in the queue granting it.
+    assert quotas(queues["gpus"]) == {"nvidia-a10g": {}, "nvidia-h100-80gb": {"nvidia.com/h100": 16}}
+    assert quotas(queues["sliced"]) == {"pool-h100-mig": {"nvidia.com/h100-mig-1g.10gb": 112}}
+
+
+def test_mixed_taint_values_on_one_product_share_one_flavor_taint_without_a_value() -> None:
+    """Kueue's ResourceFlavor webhook takes each taint key and effect once: nvidia.com/gpu:NoSchedule and
+    nvidia.com/gpu=present:NoSchedule are one taint without a value, tolerated with Exists."""
+    objects = kueue_of(consumers("mixed-taints"))
+    (flavor,) = by_kind(objects, "ResourceFlavor").values()
+    assert flavor["spec"]["nodeTaints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    assert flavor["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert quotas(by_kind(objects, "ClusterQueue")["gpus"]) == {
+        "nvidia-a100-40gb": {"nvidia.com/a100": 24, "nvidia.com/a100-mig-1g.5gb": 56}
+    }
+
+
+def test_a_reserved_pool_has_a_flavor_of_its_own_only_in_the_queue_granting_it() -> None:
+    plan = consumers("reserved")
     text = cluster_contract_files(plan)["kueue.yaml"]
-    assert text.startswith("# pool a10g: its size is not known here, so its devices count 0")
-    objects = kueue_of(plan)
-    h100 = next(o for o in objects if o["metadata"]["name"] == "nvidia-h100-80gb")
-    assert {t["key"] for t in h100["spec"]["nodeTaints"]} == {"nvidia.com/gpu", "themelio.io/sliced"}
-    assert {t["key"] for t in h100["spec"]["tolerations"]} == {"nvidia.com/gpu", "themelio.io/sliced"}
-    (group,) = objects[-1]["spec"]["resourceGroups"]
-    quotas = {
-        f["name"]: {r["name"]: int(r["nominalQuota"]) for r in f["resources"] if r["nominalQuota"] != "0"}
-        for f in group["flavors"]
+    assert text.startswith(
+        "# pool h100-preemptible is reserved (themelio.io/preemptible:NoExecute) and no kueue.queues entry grants "
+        "it: Kueue admits nothing there\n"
+    )
+    objects = [d for d in yaml.safe_load_all(text) if d]
+    flavors = by_kind(objects, "ResourceFlavor")
+    assert list(flavors) == ["nvidia-h100-80gb", "pool-h100-train"]
+    # The open flavor tolerates the GPU taint only: nothing the queue gpus admits gets into a reserved pool.
+    assert flavors["nvidia-h100-80gb"]["spec"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    train = flavors["pool-h100-train"]["spec"]
+    assert train["nodeLabels"]["gpu.themelio.io/pool"] == "h100-train"
+    assert {"key": "themelio.io/reserved", "operator": "Exists", "effect": "NoSchedule"} in train["tolerations"]
+    queues = by_kind(objects, "ClusterQueue")
+    assert queues["gpus"]["spec"]["namespaceSelector"] == {}
+    assert quotas(queues["gpus"]) == {"nvidia-h100-80gb": {"nvidia.com/h100": 8}}
+    assert queues["training"]["spec"]["namespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml-research", "ml-training"]}
+        ]
     }
-    # 16 whole H100 (2 static nodes); Karpenter maxGpus 16 x 7 slices of 1g.10gb; the A10G pool unknown.
-    assert quotas == {
-        "nvidia-a10g": {},
-        "nvidia-h100-80gb": {"nvidia.com/h100": 16, "nvidia.com/h100-mig-1g.10gb": 112},
+    assert quotas(queues["training"]) == {"pool-h100-train": {"nvidia.com/h100": 16}}
+    locals_ = [o for o in objects if o["kind"] == "LocalQueue"]
+    assert [(q["metadata"]["namespace"], q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in locals_] == [
+        ("ml-research", "training", "training"),
+        ("ml-training", "training", "training"),
+    ]
+
+
+RESERVED = {"key": "themelio.io/reserved", "value": "training", "effect": "NoSchedule"}
+
+
+def _pool(name: str, *taints: dict[str, str], node: str | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "product": "a100-40gb",
+        "gpusPerNode": 8,
+        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}, *taints],
+        "provisioning": {"static": {"nodes": [node or f"{name}-node"]}},
     }
 
 
-@pytest.mark.parametrize(("fleet_name", "cluster"), CLUSTERS)
-def test_workspacekind_pod_configs_validate_against_notebooks_2_0(fleet_name: str, cluster: str) -> None:
-    plan = plan_of(fleet_name, cluster)
-    options = yaml.safe_load(cluster_contract_files(plan)["kubeflow-workspacekind-podconfig.yaml"])
-    check_pod_configs(options)
+@pytest.mark.parametrize(
+    ("queues", "location", "message"),
+    [
+        (
+            [{"name": "training", "pools": ["nope"], "namespaces": ["ml"]}],
+            "kueue.queues[0].pools[0]",
+            "no pool nope in nodePools (pools: open, train)",
+        ),
+        (
+            [{"name": "training", "pools": ["open"], "namespaces": ["ml"]}],
+            "kueue.queues[0].pools[0]",
+            "pool open carries no NoSchedule or NoExecute taint beyond nvidia.com/gpu:NoSchedule, so the queue gpus",
+        ),
+        (
+            [
+                {"name": "training", "pools": ["train"], "namespaces": ["ml"]},
+                {"name": "more", "pools": ["train"], "namespaces": ["ml"]},
+            ],
+            "kueue.queues[1].pools[0]",
+            "pool train is already granted by queue training: two queues would admit its devices twice",
+        ),
+        (
+            [{"name": "training", "pools": ["train", "train"], "namespaces": ["ml"]}],
+            "kueue.queues[0].pools[1]",
+            "pool train is listed twice",
+        ),
+        (
+            [{"name": "gpus", "pools": ["train"], "namespaces": ["ml"]}],
+            "kueue.queues[0].name",
+            "gpus is the queue",
+        ),
+        ([{"name": "Training", "pools": ["train"], "namespaces": ["ml"]}], "kueue.queues[0].name", "lower-case"),
+        (
+            [{"name": "training", "pools": ["train"], "namespaces": ["ml", "ml"]}],
+            "kueue.queues[0].namespaces[1]",
+            "ml is listed twice",
+        ),
+        (
+            [{"name": "training", "pools": ["train"], "namespaces": ["ML_team"]}],
+            "kueue.queues[0].namespaces[0]",
+            "lower-case",
+        ),
+        ([{"name": "training", "pools": [], "namespaces": ["ml"]}], "kueue.queues[0].pools", "at least 1 item"),
+    ],
+)
+def test_a_queue_must_grant_reserved_pools_of_the_cluster(
+    tmp_path: Path, queues: list[dict[str, Any]], location: str, message: str
+) -> None:
+    definition = cluster(
+        offerings=["nvidia.com/a100"],
+        nodePools=[_pool("open"), _pool("train", RESERVED)],
+        kueue={"queues": queues},
+    )
+    problems = problems_of(tmp_path, definition)
+    assert any(f": {location}: " in p and message in p for p in problems), "\n".join(problems)
 
 
-def test_catalog_wide_pod_configs_validate() -> None:
+def test_kueue_crd_limits_are_refused_at_validation(tmp_path: Path) -> None:
+    """A ResourceFlavor takes 8 taints; a resource group 64 flavors and 64 covered resources."""
+    many_taints = [{"key": f"example.com/t{i}", "effect": "NoSchedule"} for i in range(8)]
+    pools = [_pool("open"), _pool("tainted", *many_taints)]
+    pools += [_pool(f"r{i}", RESERVED) for i in range(65)]
+    queues = [
+        {"name": "wide", "pools": [f"r{i}" for i in range(65)], "namespaces": ["ml"]},
+        {"name": "tainted", "pools": ["tainted"], "namespaces": ["ml"]},
+    ]
+    problems = problems_of(
+        tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=pools, kueue={"queues": queues})
+    )
+    assert any(
+        "kueue.queues[0].pools: the Kueue ClusterQueue wide would have 65 flavors (pools); a resource group takes at "
+        "most 64" in p
+        for p in problems
+    ), problems
+    assert any(
+        "nodePools[1].taints: the pools of the Kueue ResourceFlavor pool-tainted (tainted) carry 9 taints of distinct "
+        "key and effect; a ResourceFlavor takes at most 8" in p
+        for p in problems
+    ), problems
+
+
+def test_more_covered_resources_than_a_cluster_queue_takes_are_refused(tmp_path: Path) -> None:
+    offering = {
+        "deviceClass": "a100.gpu.themelio.io",
+        "product": "a100-40gb",
+        "displayName": "A100",
+        "quota": {"waldurComponent": "gpu_a100"},
+        "aliases": [
+            {"name": f"example.com/old-{i}", "deviceClass": f"old-{i}.gpu.themelio.io"} for i in range(64)
+        ],
+    }
+    problems = problems_of(
+        tmp_path,
+        cluster(offerings=["nvidia.com/a100"], nodePools=[_pool("open")]),
+        catalog={"offerings": {"nvidia.com/a100": offering}},
+    )
+    assert any(
+        "offerings: the cluster's offerings hold grants on 65 resource names, but a Kueue ClusterQueue covers at "
+        "most 64 (coveredResources)" in p
+        for p in problems
+    ), problems
+
+
+# --- Kubeflow ----------------------------------------------------------------------------------------------
+
+
+def test_catalog_wide_pod_configs_list_active_kubeflow_offerings() -> None:
     options = yaml.safe_load(contract_files(fleet("chart-gpu").catalog)["kubeflow-workspacekind-podconfig.yaml"])
-    ids = check_pod_configs(options)
     # Active offerings with a Kubeflow name only: not the deprecated L4 and nvidia.com/gpu.
-    assert ids == [
+    assert [v["id"] for v in options["values"]] == [
         "gpu_nvidia_com_a100",
         "gpu_nvidia_com_a100_mig_1g_5gb",
         "gpu_nvidia_com_a100_mig_3g_20gb",
@@ -144,17 +269,6 @@ def test_catalog_wide_pod_configs_validate() -> None:
         "gpu_nvidia_com_h100",
         "gpu_nvidia_com_h100_mig_1g_10gb",
     ]
-
-
-def check_pod_configs(options: dict[str, Any]) -> list[str]:
-    values = options["values"]
-    assert values, "no option"
-    # The whole podConfig as a WorkspaceKind holds it, with a default chosen among these options.
-    pod_config = {"spawner": {"default": values[0]["id"]}, "values": values}
-    assert errors("kubeflow.org_workspacekinds.v1beta1.podconfig.yaml", pod_config) == []
-    ids = [v["id"] for v in values]
-    assert len(set(ids)) == len(ids)  # x-kubernetes-list-map-keys: id
-    return ids
 
 
 def test_pod_configs_request_the_clusters_grant_name() -> None:
@@ -178,11 +292,21 @@ def test_pod_configs_request_the_clusters_grant_name() -> None:
     assert {"limitsKey": "nvidia.com/mig-1g.5gb", "uiName": "A100 MIG 1g.5gb"} in vendors
 
 
-def test_a_schema_violation_is_caught() -> None:
-    """The validators are not vacuous: a misspelt field and a bad quantity fail."""
-    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "spec": {"nodeLabel": {}}}
-    assert errors("kueue.x-k8s.io_resourceflavors.v1beta2.yaml", flavor)
-    option = {"id": "x", "spawner": {"displayName": "X GPU"}, "spec": {"resources": {"limits": {"a/b": "one"}}}}
-    assert errors(
-        "kubeflow.org_workspacekinds.v1beta1.podconfig.yaml", {"spawner": {"default": "x"}, "values": [option]}
-    )
+def test_a_notebook_choice_on_a_dedicated_pool_its_placement_tolerates_gets_its_own_toleration_group() -> None:
+    files = cluster_contract_files(consumers("notebooks"))
+    groups = yaml.safe_load(files["kubeflow-spawner-gpus.yaml"])["spawnerFormDefaults"]["tolerationGroup"][
+        "options"
+    ]
+    assert [g["displayName"] for g in groups] == [
+        "GPU nodes: A100 MIG 1g.5gb, Any GPU (48 GiB or more), H100 80GB",
+        "GPU nodes: L40S (inference)",
+    ]
+    assert groups[1]["tolerations"][1] == {
+        "key": "themelio.io/dedicated",
+        "operator": "Equal",
+        "value": "inference",
+        "effect": "NoSchedule",
+    }
+    options = {v["id"]: v for v in yaml.safe_load(files["kubeflow-workspacekind-podconfig.yaml"])["values"]}
+    assert options["gpu_nvidia_com_l40s"]["spec"]["tolerations"] == groups[1]["tolerations"]
+    assert "gpu_nvidia_com_l4" not in options  # not in the catalog's notebook form

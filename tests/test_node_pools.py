@@ -47,6 +47,39 @@ def test_whole_gpu_pool(tmp_path: Path) -> None:
     assert dict(c.devices_per_node()) == {"gpu": 8}
 
 
+def test_instance_type_label_only_where_the_pool_sets_it(tmp_path: Path) -> None:
+    """node.kubernetes.io/instance-type belongs to the kubelet and the cloud controller on cloud nodes."""
+    c = contract(tmp_path, pool(), ["nvidia.com/a100"])
+    assert "node.kubernetes.io/instance-type" not in c.labels
+    assert "node.kubernetes.io/instance-type" not in c.kubelet_node_labels
+
+
+def test_untainted_pool_has_no_taint_flag_for_the_kubelet(tmp_path: Path) -> None:
+    c = contract(tmp_path, pool(taints=[], provisioning={"provisioned": {}}), ["nvidia.com/a100"])
+    assert c.kubelet_args == (f"--node-labels={c.kubelet_node_labels}",)
+    (tmp_path / "tainted").mkdir()
+    tainted = contract(tmp_path / "tainted", pool(provisioning={"provisioned": {}}), ["nvidia.com/a100"])
+    assert tainted.kubelet_args[1] == "--register-with-taints=nvidia.com/gpu=present:NoSchedule"
+
+
+def test_instance_type_on_a_karpenter_pool_is_refused_saying_why(tmp_path: Path) -> None:
+    karpenter = {"karpenter": {"nodeClassRef": {"name": "gpu"}, "instanceTypes": ["p4d.24xlarge"]}}
+    problems = problems_of(
+        tmp_path,
+        cluster(
+            offerings=["nvidia.com/a100"],
+            karpenter=True,
+            nodePools=[pool(instanceType="p4d.24xlarge", provisioning=karpenter)],
+        ),
+    )
+    (problem,) = problems
+    assert problem.startswith(
+        "stacks/00-test.yaml: nodePools[0].instanceType: pool p: Karpenter writes node.kubernetes.io/instance-type "
+        "on every node it launches, from the instance type it chose among provisioning.karpenter.instanceTypes"
+    ), problem
+    assert "remove instanceType" in problem
+
+
 def test_single_profile_mig_pool(tmp_path: Path) -> None:
     c = contract(tmp_path, pool(mig={"profile": "1g.5gb"}), ["nvidia.com/a100-mig-1g.5gb"])
     assert c.labels["mig_enabled"] == "true"
@@ -301,6 +334,30 @@ def test_karpenter_pool_is_a_node_pool_manifest(stack_json: StackJson) -> None:
         "taints"
     ]
     assert manifest["spec"]["limits"] == {"nvidia.com/gpu": "64"}
+
+
+def test_karpenter_taint_without_a_value_omits_it(tmp_path: Path) -> None:
+    """The NodePool CRD's `value` pattern needs at least one character: `value: ""` is refused by the API server."""
+    from themelio_gpu.outputs.synth import synthesize
+
+    karpenter = {"karpenter": {"nodeClassRef": {"name": "gpu"}, "instanceTypes": ["p4d.24xlarge"]}}
+    taints = [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+        {"key": "spot", "value": "yes", "effect": "NoExecute"},
+    ]
+    fleet = fleet_of(
+        tmp_path,
+        cluster(
+            offerings=["nvidia.com/a100"], karpenter=True, nodePools=[pool(taints=taints, provisioning=karpenter)]
+        ),
+    )
+    synthesize(fleet, tmp_path / "out", None)
+    resources = json.loads((tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text())["resource"]
+    manifest = resources["kubernetes_manifest"]["karpenter_node_pool_p"]["manifest"]
+    assert manifest["spec"]["template"]["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+        {"key": "spot", "value": "yes", "effect": "NoExecute"},
+    ]
 
 
 def test_gpu_label_placement_matches_the_pool_that_serves_it(example_fleet: Any) -> None:

@@ -62,7 +62,6 @@ def _fleet_using_every_binding_class(tmp_path: Path) -> tuple[Path, Path]:
     karpenter_pool = {
         "name": "burst",
         "product": "a100-40gb",
-        "instanceType": "p4d.24xlarge",
         "gpusPerNode": 8,
         "provisioning": {
             "karpenter": {

@@ -62,8 +62,18 @@ def test_no_snapshot_of_a_cluster_that_is_gone(user_fleet: Fleet, update_snapsho
 def test_catalog_contract_file_matches_its_reviewed_snapshot(
     name: str, user_fleet: Fleet, update_snapshots: bool
 ) -> None:
-    actual = contract_files(user_fleet.catalog)[name]
-    assert_matches_snapshot(USER_SNAPSHOTS / "catalog" / name, actual, update_snapshots)
+    actual = contract_files(user_fleet.catalog).get(name)
+    if actual is None:  # not written (no Notebooks 2.0 option without a notebook choice): no snapshot either
+        _no_snapshot(USER_SNAPSHOTS / "catalog" / name, update_snapshots)
+    else:
+        assert_matches_snapshot(USER_SNAPSHOTS / "catalog" / name, actual, update_snapshots)
+
+
+def _no_snapshot(path: Path, update: bool) -> None:
+    if update:
+        path.unlink(missing_ok=True)
+    elif path.exists():
+        pytest.fail(f"{path.name} is no longer written; remove its snapshot with `make snapshots`", pytrace=False)
 
 
 def test_no_snapshot_of_a_contract_file_that_is_gone(update_snapshots: bool) -> None:
@@ -76,8 +86,12 @@ def test_cluster_contract_files_match_their_reviewed_snapshots(user_fleet: Fleet
     """What `catalog export` writes per cluster (Waldur, closed quota, Kueue, Kubeflow), for each of your clusters."""
     folder = USER_SNAPSHOTS / "catalog" / "clusters"
     for plan in user_fleet.clusters:
-        for name, text in cluster_contract_files(plan).items():
+        files = cluster_contract_files(plan)
+        for name, text in files.items():
             assert_matches_snapshot(folder / plan.name / name, text, update_snapshots)
+        for path in sorted((folder / plan.name).glob("*.yaml")):
+            if path.name not in files:
+                _no_snapshot(path, update_snapshots)
     gone = (
         sorted(p for p in folder.iterdir() if p.name not in {c.name for c in user_fleet.clusters})
         if folder.is_dir()
@@ -96,3 +110,13 @@ def test_cluster_contract_files_match_their_reviewed_snapshots(user_fleet: Fleet
 def test_committed_json_schemas_are_current() -> None:
     for path, text in schema_texts().items():
         assert (ROOT / path).read_text(encoding="utf-8") == text, f"{path} is stale: run `make schemas`"
+
+
+def test_your_consumer_objects_pass_the_consumers_definitions(user_fleet: Fleet, user_synthesized: Path) -> None:
+    """Kueue, Karpenter and Kubeflow objects of your clusters against the consumers' CRDs and rules, as for the
+    fixture fleets (tests/test_upstream_contracts.py; skips without ../shared, fails under CI=true)."""
+    from tests.test_upstream_contracts import check_every_contract, cluster_objects
+
+    check_every_contract(
+        cluster_objects("your fleet", user_fleet, user_synthesized), {"your fleet": user_fleet.catalog}
+    )

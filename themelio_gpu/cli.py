@@ -24,6 +24,7 @@ from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.outputs.contracts import (
     WALDUR_RESOURCE_QUOTA_NAME,
     closed_resource_quota,
+    cluster_notebook_choices,
     gpu_labels_config,
     kubeflow_spawner_gpus,
     kubeflow_workspacekind_pod_configs,
@@ -234,8 +235,9 @@ CONTRACT_FILES: dict[str, Callable[[Catalog], Any]] = {
 
 
 def contract_files(catalog: Catalog) -> dict[str, str]:
-    """The catalog-wide files: what does not depend on a cluster's classes."""
-    return {name: dump_yaml(make(catalog)) for name, make in CONTRACT_FILES.items()}
+    """The catalog-wide files: what does not depend on a cluster's classes (a file with nothing in it is left out)."""
+    made = {name: make(catalog) for name, make in CONTRACT_FILES.items()}
+    return {name: dump_yaml(data) for name, data in made.items() if data is not None}
 
 
 def _documents(objects: Sequence[Any]) -> str:
@@ -246,21 +248,22 @@ def cluster_contract_files(plan: ClusterPlan) -> dict[str, str]:
     """The files of one cluster: quotas and the consumers that follow its grant names."""
     quota = plan_quota(plan)
     kueue = kueue_objects(plan, quota)
-    note = "".join(
-        f"# pool {p}: its size is not known here, so its devices count 0; raise nominalQuota by hand\n"
-        for p in kueue.unsized_pools
-    )
+    note = "".join(f"# {line}\n" for line in kueue.notes)
     names = quota.grant_names
-    return {
+    notebooks = cluster_notebook_choices(plan)
+    notebook_note = "".join(f"# {line}\n" for line in notebooks.left_out)
+    files = {
         "waldur-quota-mapping.yaml": dump_yaml(waldur_quota_mapping(plan, quota)),
         "waldur-backend-components.yaml": dump_yaml(waldur_backend_components(plan, quota)),
         "resource-quota-closed.yaml": dump_yaml(closed_resource_quota(quota)),
         "kueue.yaml": note + _documents(kueue.objects),
-        "kubeflow-spawner-gpus.yaml": dump_yaml(kubeflow_spawner_gpus(plan.offerings, names)),
-        "kubeflow-workspacekind-podconfig.yaml": dump_yaml(
-            kubeflow_workspacekind_pod_configs(plan.offerings, names)
-        ),
+        "kubeflow-spawner-gpus.yaml": notebook_note + dump_yaml(kubeflow_spawner_gpus(notebooks.offerings, names)),
     }
+    # Notebooks 2.0 wants at least one podConfig option: a cluster without a notebook choice has no fragment.
+    pod_configs = kubeflow_workspacekind_pod_configs(notebooks.offerings, names)
+    if pod_configs is not None:
+        files["kubeflow-workspacekind-podconfig.yaml"] = notebook_note + dump_yaml(pod_configs)
+    return files
 
 
 def export_files(fleet: Fleet) -> dict[str, str]:

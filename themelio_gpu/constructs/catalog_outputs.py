@@ -21,6 +21,7 @@ from themelio_gpu.constructs.providers import (
 )
 from themelio_gpu.outputs.contracts import (
     closed_resource_quota,
+    cluster_notebook_choices,
     gpu_labels_config,
     kubeflow_spawner_gpus,
     kubeflow_workspacekind_pod_configs,
@@ -51,21 +52,32 @@ class CatalogOutputs:
         aliases = plan.definition.serve_migration_aliases
         # Quotas and the consumers that request by name follow the cluster's quota plan (its grant names).
         quota = plan_quota(plan)
+        notebooks = cluster_notebook_choices(plan).offerings
         self.outputs: dict[str, Any] = {
             "waldur_quota_mapping": waldur_quota_mapping(plan, quota),
             "gpu_quota_closed": closed_resource_quota(quota),
-            "kubeflow_spawner_gpus": kubeflow_spawner_gpus(plan.offerings, quota.grant_names),
-            "kubeflow_workspacekind_podconfig": kubeflow_workspacekind_pod_configs(
-                plan.offerings, quota.grant_names
-            ),
+            "kubeflow_spawner_gpus": kubeflow_spawner_gpus(notebooks, quota.grant_names),
             "gpu_labels": gpu_labels_config(plan.offerings, aliases),
             "device_classes": {c.name: c.extended_resource_name for c in plan.device_classes},
         }
+        # Notebooks 2.0 wants at least one podConfig option: without a notebook choice there is no fragment.
+        pod_configs = kubeflow_workspacekind_pod_configs(notebooks, quota.grant_names)
+        if pod_configs is not None:
+            self.outputs["kubeflow_workspacekind_podconfig"] = pod_configs
         contracts = self.outputs
 
         config_map = plan.definition.catalog_config_map
         if config_map is None:
             return
+        data = {
+            "gpu-labels.yaml": _yaml(contracts["gpu_labels"]),
+            "kubeflow-spawner-gpus.yaml": _yaml(contracts["kubeflow_spawner_gpus"]),
+        }
+        if pod_configs is not None:
+            data["kubeflow-workspacekind-podconfig.yaml"] = _yaml(pod_configs)
+        data["resource-quota-closed.yaml"] = _yaml(contracts["gpu_quota_closed"])
+        data["waldur-quota-mapping.yaml"] = _yaml(contracts["waldur_quota_mapping"])
+        data["device-classes.json"] = json.dumps(contracts["device_classes"], sort_keys=True, indent=2)
         namespace = NamespaceV1(
             stack,
             "catalog_namespace",
@@ -82,15 +94,6 @@ class CatalogOutputs:
                 labels={"app.kubernetes.io/managed-by": FIELD_MANAGER},
             ),
             # Display names and descriptions are the catalog's text: literal() keeps it from being a template.
-            data=literal(
-                {
-                    "gpu-labels.yaml": _yaml(contracts["gpu_labels"]),
-                    "kubeflow-spawner-gpus.yaml": _yaml(contracts["kubeflow_spawner_gpus"]),
-                    "kubeflow-workspacekind-podconfig.yaml": _yaml(contracts["kubeflow_workspacekind_podconfig"]),
-                    "resource-quota-closed.yaml": _yaml(contracts["gpu_quota_closed"]),
-                    "waldur-quota-mapping.yaml": _yaml(contracts["waldur_quota_mapping"]),
-                    "device-classes.json": json.dumps(contracts["device_classes"], sort_keys=True, indent=2),
-                }
-            ),
+            data=literal(data),
             depends_on=[namespace],
         )

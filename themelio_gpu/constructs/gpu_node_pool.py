@@ -50,10 +50,7 @@ class GpuNodePool:
             # Allocatable units per node (whole GPUs, or MIG devices per profile): capacity for quotas.
             "devices_per_node": dict(contract.devices_per_node()),
             "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in contract.taints],
-            "kubelet_args": [
-                f"--node-labels={contract.kubelet_node_labels}",
-                f"--register-with-taints={contract.kubelet_register_with_taints}",
-            ],
+            "kubelet_args": list(contract.kubelet_args),
         }
 
     def _static(self, contract: PoolContract, nodes: tuple[str, ...]) -> None:
@@ -89,11 +86,11 @@ class GpuNodePool:
         self.dependables.append(taints)
 
     def _karpenter(self, contract: PoolContract, karpenter: KarpenterNodes) -> None:
-        # The instance type is a well-known label Karpenter sets itself; it goes in the requirements.
-        labels = {k: v for k, v in contract.labels.items() if k != INSTANCE_TYPE}
+        # The instance type is a well-known label Karpenter sets itself (a Karpenter pool has no instanceType):
+        # it goes in the requirements.
         spec: dict[str, Any] = {
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": dict(contract.labels)},
                 "spec": {
                     "nodeClassRef": {
                         "group": karpenter.node_class_ref.group,
@@ -108,7 +105,8 @@ class GpuNodePool:
                             "values": list(karpenter.capacity_types),
                         },
                     ],
-                    "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in contract.taints],
+                    # The NodePool CRD's value pattern needs a character: a taint without a value omits it.
+                    "taints": [t.as_object() for t in contract.taints],
                 },
             }
         }

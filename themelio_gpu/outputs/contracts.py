@@ -8,13 +8,14 @@ close a cluster depends on its classes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from themelio_gpu.constructs.naming import FIELD_MANAGER
-from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
+from themelio_gpu.inputs.catalog.catalog import ResolvedOffering, workspacekind_pod_config_id
 from themelio_gpu.inputs.catalog.model import Lifecycle
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract, untolerated
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, requests_key
 
@@ -22,6 +23,10 @@ from themelio_gpu.plan.quota import ClusterQuotaPlan, requests_key
 WALDUR_RESOURCE_QUOTA_NAME = "custom-resource-quota"
 # The keys no Waldur component sets, all 0, in a ResourceQuota of their own: Waldur rewrites its own one.
 CLOSED_RESOURCE_QUOTA_NAME = "themelio-gpu-closed"
+# waldur-site-agent's Rancher backend (`_filter_quota_components`) gives a new project a quota only for
+# components whose type is cpu, ram, storage or gpu: without it the project's GPUs are unlimited until a
+# later limit update. `k8s_resource` still decides the key (`requests.<k8s_resource>`).
+WALDUR_GPU_COMPONENT_TYPE = "gpu"
 
 
 def shared_devices(offerings: Iterable[ResolvedOffering]) -> dict[str, list[str]]:
@@ -79,6 +84,7 @@ def waldur_backend_components(plan: ClusterPlan, quota: ClusterQuotaPlan) -> dic
             "k8s_resource": quota.grant_names[o.name],
             "label": o.display_name,
             "measured_unit": o.unit,
+            "type": WALDUR_GPU_COMPONENT_TYPE,
             "unit_factor": 1,
         }
         for o in sorted(plan.offerings, key=lambda o: o.waldur_component)
@@ -105,35 +111,105 @@ def _kubeflow_offerings(offerings: Iterable[ResolvedOffering]) -> list[ResolvedO
     return [o for o in offerings if o.kubeflow_ui_name is not None and o.lifecycle is Lifecycle.active]
 
 
+def _tolerations(offering: ResolvedOffering) -> list[dict[str, Any]]:
+    return [t.model_dump(exclude_none=True) for t in offering.tolerations]
+
+
+@dataclass(frozen=True)
+class NotebookChoices:
+    """The GPU choices of one cluster's notebook form, and why the others are not offered there."""
+
+    offerings: tuple[ResolvedOffering, ...]
+    left_out: tuple[str, ...]
+    """One sentence per offering of the catalog's notebook form that cannot land on any of its pools here."""
+
+
+def _why_not_on(offering: ResolvedOffering, pool: PoolContract) -> str | None:
+    """Why a notebook of the offering cannot run on the pool (None: it can)."""
+    mismatched = sorted(k for k, v in offering.node_selector.items() if pool.labels.get(k) != v)
+    if mismatched:
+        return f"pool {pool.name} lacks its node selector's {', '.join(mismatched)}"
+    blocking = untolerated(_tolerations(offering), pool.taints)
+    if blocking:
+        return f"pool {pool.name} carries {', '.join(map(str, blocking))}, which its tolerations do not tolerate"
+    return None
+
+
+def cluster_notebook_choices(plan: ClusterPlan) -> NotebookChoices:
+    """The offerings a notebook of this cluster can ask for: those that land on some pool serving them.
+
+    A notebook gets the offering's node selector (Notebooks 2.0) and tolerations (2.0, or the v1 form's
+    toleration group). A pool tainted beyond what they tolerate is reserved for other work (Kueue admits there
+    only through a queue the cluster grants it, docs/consumers.md): an offering served only there would leave
+    every notebook Pending, so it is left out, with the reason.
+    """
+    pools = {p.name: p for p in plan.pools}
+    chosen: list[ResolvedOffering] = []
+    left_out: list[str] = []
+    for offering in _kubeflow_offerings(plan.offerings):
+        reasons = [_why_not_on(offering, pools[name]) for name in plan.placements[offering.name]]
+        if None in reasons:
+            chosen.append(offering)
+        else:
+            left_out.append(
+                f"{offering.name} is left out of this cluster's notebook form: {'; '.join(filter(None, reasons))}"
+            )
+    return NotebookChoices(tuple(chosen), tuple(left_out))
+
+
+def _toleration_text(toleration: Mapping[str, Any]) -> str:
+    key = toleration.get("key") or "*"
+    value = f"={toleration.get('value', '')}" if toleration.get("operator") == "Equal" else ""
+    effect = f":{toleration['effect']}" if toleration.get("effect") else ""
+    return f"{key}{value}{effect}"
+
+
+def kubeflow_toleration_groups(offerings: Iterable[ResolvedOffering]) -> list[dict[str, Any]]:
+    """`tolerationGroup.options` of the v1 form: one group per distinct set of tolerations the GPU choices need.
+
+    The v1 form's GPU choice sets only `limits[<limitsKey>]` (form.py `set_notebook_gpus`); tolerations come
+    from the toleration group the user picks (`set_notebook_tolerations`). Without one, a notebook asking for a
+    GPU stays Pending on a tainted pool: Kubernetes' ExtendedResourceToleration, where enabled, tolerates only
+    a taint keyed by the requested name (`nvidia.com/a100`), not the pools' `nvidia.com/gpu`.
+    """
+    groups: dict[str, tuple[list[dict[str, Any]], list[str]]] = {}
+    for offering in _kubeflow_offerings(offerings):
+        tolerations = _tolerations(offering)
+        if tolerations:
+            key = ",".join(_toleration_text(t) for t in tolerations)
+            groups.setdefault(key, (tolerations, []))[1].append(offering.kubeflow_ui_name or offering.name)
+    return [
+        {"groupKey": key, "displayName": f"GPU nodes: {', '.join(choices)}", "tolerations": tolerations}
+        for key, (tolerations, choices) in groups.items()
+    ]
+
+
 def kubeflow_spawner_gpus(
     offerings: Iterable[ResolvedOffering], names: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """The `spawnerFormDefaults.gpus` block of Kubeflow's spawner_ui_config.yaml.
+    """The `spawnerFormDefaults.gpus` and `tolerationGroup` blocks of Kubeflow's spawner_ui_config.yaml (v1).
 
-    `names` maps an offering to the resource name to request (a cluster's grant names); default its own.
+    `names` maps an offering to the resource name to request (a cluster's grant names); default its own. No
+    toleration group is the default: a CPU notebook needs none (the user picks the group of the chosen GPU).
     """
-    vendors = [
-        {"limitsKey": (names or {}).get(o.name, o.name), "uiName": o.kubeflow_ui_name}
-        for o in _kubeflow_offerings(offerings)
-    ]
+    chosen = _kubeflow_offerings(offerings)
+    vendors = [{"limitsKey": (names or {}).get(o.name, o.name), "uiName": o.kubeflow_ui_name} for o in chosen]
     return {
         "spawnerFormDefaults": {
-            "gpus": {"readOnly": False, "value": {"num": "none", "vendor": "", "vendors": vendors}}
+            "gpus": {"readOnly": False, "value": {"num": "none", "vendor": "", "vendors": vendors}},
+            "tolerationGroup": {"readOnly": False, "value": "", "options": kubeflow_toleration_groups(chosen)},
         }
     }
 
 
-def workspacekind_pod_config_id(name: str) -> str:
-    return "gpu_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-
-
 def kubeflow_workspacekind_pod_configs(
     offerings: Iterable[ResolvedOffering], names: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """Kubeflow Notebooks 2.0: `WorkspaceKind.spec.podTemplate.options.podConfig.values`, one per offering.
 
     Each option asks for one device by the resource name (a cluster's grant name) with the offering's
-    placement; merge them into a WorkspaceKind's podConfig values (add CPU and memory to taste).
+    placement; merge them into a WorkspaceKind's podConfig values (add CPU and memory to taste). None when no
+    offering is a notebook choice: the CRD wants at least one value, so there is no fragment to merge.
     """
     values = []
     for offering in _kubeflow_offerings(offerings):
@@ -147,12 +223,12 @@ def kubeflow_workspacekind_pod_configs(
                 "spawner": spawner,
                 "spec": {
                     "nodeSelector": dict(offering.node_selector),
-                    "tolerations": [t.model_dump(exclude_none=True) for t in offering.tolerations],
+                    "tolerations": _tolerations(offering),
                     "resources": {"requests": {name: "1"}, "limits": {name: "1"}},
                 },
             }
         )
-    return {"values": values}
+    return {"values": values} if values else None
 
 
 def gpu_labels_config(offerings: Iterable[ResolvedOffering], with_aliases: bool = True) -> dict[str, Any]:
@@ -162,7 +238,7 @@ def gpu_labels_config(offerings: Iterable[ResolvedOffering], with_aliases: bool 
         placement = {
             "displayName": offering.display_name,
             "nodeSelector": dict(offering.node_selector),
-            "tolerations": [t.model_dump(exclude_none=True) for t in offering.tolerations],
+            "tolerations": _tolerations(offering),
             "deprecated": offering.lifecycle is Lifecycle.deprecated,
         }
         labels[offering.name] = {**placement, "resolvesTo": offering.name}

@@ -37,7 +37,7 @@ from themelio_gpu.inputs.yaml_input import (
     load_yaml_document,
     validate_model,
 )
-from themelio_gpu.plan import dra_mode
+from themelio_gpu.plan import dra_mode, kueue
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
     UnsupportedChartVersion,
@@ -269,9 +269,11 @@ def plan_cluster(
         else ()
     )
     _check_one_class_per_name(cluster, classes, driver_classes, file, problems)
+    for where, message in kueue.check_queues(cluster, pools):
+        problems.add(file, where, message)
     if len(problems) > count or catalog is None:
         return None
-    return ClusterPlan(
+    plan = ClusterPlan(
         definition=cluster,
         file=file,
         offerings=offerings,
@@ -284,6 +286,11 @@ def plan_cluster(
         releases=tuple(releases),
         terraform_version=required_terraform_version(cluster),
     )
+    # What Kueue's CRDs would refuse in the cluster's kueue.yaml (catalog export) is refused here, as input.
+    limits = kueue.limit_problems(plan)
+    for where, message in limits:
+        problems.add(file, where, message)
+    return None if limits else plan
 
 
 def _check_one_class_per_name(

@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from themelio_gpu.inputs.clusters.pool_contract import TaintSpec
+from themelio_gpu.inputs.clusters.pool_contract import TaintSpec, tolerates, untolerated
 
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+__all__ = ["Node", "PodScheduling", "requirement_matches", "tolerates", "untolerated_taints", "why_not"]
 
 # pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations: on every DaemonSet pod.
 DAEMONSET_TOLERATIONS: tuple[Mapping[str, str], ...] = (
@@ -82,29 +82,11 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def tolerates(toleration: Mapping[str, Any], taint: TaintSpec) -> bool:
-    """k8s.io/api/core/v1 Toleration.ToleratesTaint."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.effect:
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.key:
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return _text(toleration.get("value")) == taint.value
-    return False
-
-
 def untolerated_taints(scheduling: PodScheduling, taints: Sequence[TaintSpec]) -> list[TaintSpec]:
     tolerations = [*scheduling.tolerations, *DAEMONSET_TOLERATIONS]
     if scheduling.host_network:
         tolerations.append(HOST_NETWORK_TOLERATION)
-    return [
-        t for t in taints if t.effect in BLOCKING_EFFECTS and not any(tolerates(tol, t) for tol in tolerations)
-    ]
+    return list(untolerated(tolerations, taints))
 
 
 def _integer(text: object) -> int | None:

@@ -37,6 +37,13 @@ from themelio_gpu.inputs.secrets import find_secrets
 from themelio_gpu.inputs.yaml_input import add_positions, format_location, load_yaml_document, validate_model
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
+# Kubeflow Notebooks 2.0 (v2.0.0-beta.0): WorkspaceKind podConfig.values[].id, maxLength 256; the list is keyed
+# on id (x-kubernetes-list-map-keys), so two options with one id are refused by the API server.
+POD_CONFIG_ID_MAX_LENGTH = 256
+# Its podConfig.values[].spawner: displayName (our kubeflow.uiName) 2 to 128 characters, description (ours, when
+# it has 2 or more) at most 1024.
+POD_CONFIG_DISPLAY_NAME_LENGTH = (2, 128)
+POD_CONFIG_DESCRIPTION_MAX_LENGTH = 1024
 _QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[numkMGTPE])?$")
 _SEMVER_LOOSE = re.compile(r"^v?\d+(\.\d+){0,2}([-+][0-9A-Za-z.-]+)?$")
 _WALDUR_COMPONENT = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -115,6 +122,13 @@ class Catalog:
             if any(alias.name == name for alias in offering.aliases):
                 return offering
         return None
+
+
+def workspacekind_pod_config_id(name: str) -> str:
+    """An offering's Kubeflow Notebooks 2.0 podConfig option id: `gpu_`, then the name in lower case with every
+    run of characters other than a-z and 0-9 as one `_`. Workspaces refer to their option by id: it must not
+    change for an offering, so names that would share one are refused instead (`_check_uniqueness`)."""
+    return "gpu_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
 def default_node_selector(product: GpuProduct | None, mig: bool) -> dict[str, str]:
@@ -476,6 +490,7 @@ def _check_uniqueness(model: CatalogFile, file: str, problems: Problems) -> None
     classes: dict[str, str] = {}
     components: dict[str, str] = {}
     ui_names: dict[str, str] = {}
+    pod_config_ids: dict[str, str] = {}  # id -> the offering that has it
 
     def claim(table: dict[str, str], value: str, where: str, what: str) -> None:
         if value in table:
@@ -491,6 +506,7 @@ def _check_uniqueness(model: CatalogFile, file: str, problems: Problems) -> None
         claim(components, offering.quota.waldur_component, f"{where}.quota.waldurComponent", "Waldur component")
         if offering.kubeflow and offering.lifecycle is Lifecycle.active:
             claim(ui_names, offering.kubeflow.ui_name, f"{where}.kubeflow.uiName", "Kubeflow uiName")
+            _check_notebook_option(name, offering, pod_config_ids, file, where, problems)
         for index, alias in enumerate(offering.aliases):
             alias_where = f"{where}.aliases[{index}]"
             claim(names, alias.name, f"{alias_where}.name", "extended resource name")
@@ -500,3 +516,45 @@ def _check_uniqueness(model: CatalogFile, file: str, problems: Problems) -> None
             problems.add(
                 file, f"{where}.replacedBy", f"no offering named {offering.replaced_by!r} in this catalog"
             )
+
+
+def _check_notebook_option(
+    name: str, offering: Offering, taken: dict[str, str], file: str, where: str, problems: Problems
+) -> None:
+    """An offering of the notebook form makes a Notebooks 2.0 podConfig option: one id per offering, and the
+    lengths the WorkspaceKind CRD takes."""
+    assert offering.kubeflow is not None
+    low, high = POD_CONFIG_DISPLAY_NAME_LENGTH
+    if not low <= len(offering.kubeflow.ui_name) <= high:
+        problems.add(
+            file,
+            f"{where}.kubeflow.uiName",
+            f"is the Notebooks 2.0 option's spawner.displayName, which the WorkspaceKind CRD takes with {low} to "
+            f"{high} characters (it has {len(offering.kubeflow.ui_name)})",
+        )
+    if len(offering.description) > POD_CONFIG_DESCRIPTION_MAX_LENGTH:
+        problems.add(
+            file,
+            f"{where}.description",
+            "is the Notebooks 2.0 option's spawner.description, which the WorkspaceKind CRD takes with at most "
+            f"{POD_CONFIG_DESCRIPTION_MAX_LENGTH} characters (it has {len(offering.description)})",
+        )
+    where = f"{where}.kubeflow"
+    pod_config_id = workspacekind_pod_config_id(name)
+    other = taken.setdefault(pod_config_id, name)
+    if other != name:
+        problems.add(
+            file,
+            where,
+            f"{other} and {name} would both be the Kubeflow Notebooks 2.0 podConfig option {pod_config_id!r} "
+            "(gpu_ and the name, each run of characters other than a-z and 0-9 written _): a WorkspaceKind keys "
+            "its podConfig options on id, so the API server refuses two. Rename one, or leave one out of the "
+            "notebook form (remove its kubeflow key)",
+        )
+    if len(pod_config_id) > POD_CONFIG_ID_MAX_LENGTH:
+        problems.add(
+            file,
+            where,
+            f"its Kubeflow Notebooks 2.0 podConfig id {pod_config_id!r} is {len(pod_config_id)} characters; the "
+            f"WorkspaceKind CRD takes at most {POD_CONFIG_ID_MAX_LENGTH}: shorten the name, or remove its kubeflow key",
+        )

@@ -287,7 +287,12 @@ class Provisioning(Strict):
 class NodePool(Strict):
     name: str
     product: str = Field(description="Key of the GPU product table, e.g. a100-40gb")
-    instance_type: str = Field(default="gpu", alias="instanceType", description="node.kubernetes.io/instance-type")
+    instance_type: str | None = Field(
+        default=None,
+        alias="instanceType",
+        description="node.kubernetes.io/instance-type, e.g. gpu (ADR-0023). Omit where the cloud's kubelet and "
+        "controllers set it; refused on Karpenter pools (Karpenter sets it from provisioning.karpenter.instanceTypes)",
+    )
     gpus_per_node: int = Field(alias="gpusPerNode", gt=0, le=16)
     mig: MigLayout | None = Field(default=None, description="Omit for whole GPUs (MIG disabled)")
     dra: bool = Field(default=True, description="Allocate through the NVIDIA DRA driver (else the device plugin)")
@@ -355,6 +360,23 @@ class DraDriverRelease(Strict):
         return "oci://registry.k8s.io/dra-driver-nvidia/charts"
 
 
+class KueueQueue(Strict):
+    """A Kueue ClusterQueue that admits work to reserved pools, for the namespaces named here only."""
+
+    name: str = Field(description="The ClusterQueue's name, and the LocalQueue's in each namespace (not gpus)")
+    pools: tuple[str, ...] = Field(
+        min_length=1, description="Reserved pools (a taint beyond nvidia.com/gpu) it admits to, in the order tried"
+    )
+    namespaces: tuple[str, ...] = Field(min_length=1, description="The namespaces that may submit to it")
+
+
+class KueueSettings(Strict):
+    queues: tuple[KueueQueue, ...] = Field(
+        default=(),
+        description="Queues granting reserved pools to named namespaces; every other GPU pool is in the queue gpus",
+    )
+
+
 class CatalogConfigMap(Strict):
     namespace: str = Field(default="themelio-system", description="Created by the stack: a namespace of its own")
     name: str = "themelio-gpu-catalog"
@@ -378,6 +400,9 @@ class ClusterDefinition(Strict):
     node_pools: tuple[NodePool, ...] = Field(alias="nodePools", min_length=1)
     gpu_operator: GpuOperatorRelease = Field(default=GpuOperatorRelease(), alias="gpuOperator")
     dra_driver: DraDriverRelease = Field(default=DraDriverRelease(), alias="draDriver")
+    kueue: KueueSettings = Field(
+        default=KueueSettings(), description="Kueue queues for reserved pools (catalog export's kueue.yaml)"
+    )
     catalog_config_map: CatalogConfigMap | None = Field(
         default=None, alias="catalogConfigMap", description="Also publish the catalog outputs as a ConfigMap"
     )

@@ -7,11 +7,13 @@ NodePools and the kubelet flags of provisioned nodes. See README "Label contract
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from themelio_gpu.inputs import k8s_names
+from themelio_gpu.inputs.catalog.catalog import DEFAULT_TOLERATIONS
 from themelio_gpu.inputs.catalog.products import (
     GpuProduct,
     default_mig_config_names,
@@ -42,6 +44,8 @@ OWNED_LABEL_KEYS = (
     POOL,
 )
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+"""The effects that keep a pod that does not tolerate the taint off the node (PreferNoSchedule only avoids it)."""
 DEFAULT_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
 
 
@@ -53,6 +57,40 @@ class TaintSpec:
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+    def as_object(self) -> dict[str, str]:
+        """The taint as a Kubernetes API object: without a value, `value` is left out (Karpenter's NodePool
+        CRD refuses an empty one; core/v1 and Kueue read a missing value as empty)."""
+        if self.value:
+            return {"key": self.key, "value": self.value, "effect": self.effect}
+        return {"key": self.key, "effect": self.effect}
+
+
+def tolerates(toleration: Mapping[str, Any], taint: TaintSpec) -> bool:
+    """k8s.io/api/core/v1 Toleration.ToleratesTaint."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.key:
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        value = toleration.get("value")
+        return ("" if value is None else str(value)) == taint.value
+    return False
+
+
+def untolerated(tolerations: Iterable[Mapping[str, Any]], taints: Iterable[TaintSpec]) -> tuple[TaintSpec, ...]:
+    """The taints (NoSchedule, NoExecute) that keep a pod with these tolerations off a node."""
+    given = list(tolerations)
+    return tuple(t for t in taints if t.effect in BLOCKING_EFFECTS and not any(tolerates(x, t) for x in given))
+
+
+# What every offering tolerates unless the catalog says otherwise: the GPU taint, whatever its value.
+_DEFAULT_TOLERATIONS = tuple(t.model_dump(exclude_none=True) for t in DEFAULT_TOLERATIONS)
 
 
 @dataclass(frozen=True)
@@ -73,6 +111,20 @@ class PoolContract:
     @property
     def kubelet_register_with_taints(self) -> str:
         return ",".join(str(t) for t in self.taints)
+
+    @property
+    def kubelet_args(self) -> tuple[str, ...]:
+        """The kubelet flags that give a provisioned node the contract (no taint flag for an untainted pool)."""
+        args = [f"--node-labels={self.kubelet_node_labels}"]
+        if self.taints:
+            args.append(f"--register-with-taints={self.kubelet_register_with_taints}")
+        return tuple(args)
+
+    @property
+    def reservations(self) -> tuple[TaintSpec, ...]:
+        """Its taints beyond the GPU taint: they keep every workload off the pool unless it tolerates them, so the
+        pool is reserved (a catalog offering tolerates only `nvidia.com/gpu` with NoSchedule by default)."""
+        return untolerated(_DEFAULT_TOLERATIONS, self.taints)
 
     def provides_whole(self) -> bool:
         return self.mig_devices is None
@@ -147,12 +199,25 @@ def pool_contract(
                     )
 
     labels: dict[str, str] = {
-        INSTANCE_TYPE: pool.instance_type,
         GPU_PRESENT: "true",
         ACCELERATOR: product.accelerator,
         MIG_ENABLED: "true" if pool.mig is not None else "false",
         POOL: pool.name,
     }
+    if pool.instance_type is not None:
+        if pool.provisioning.karpenter is not None:
+            problems.append(
+                (
+                    "instanceType",
+                    f"pool {pool.name}: Karpenter writes {INSTANCE_TYPE} on every node it launches, from the "
+                    "instance type it chose among provisioning.karpenter.instanceTypes; a value of our own would "
+                    "be one more requirement (Karpenter layers template labels onto them) that no instance type "
+                    "meets: remove instanceType",
+                )
+            )
+        else:
+            # A well-known label the kubelet and cloud controllers set on cloud nodes: only where the pool says so.
+            labels[INSTANCE_TYPE] = pool.instance_type
     if mig_profile_label is not None:
         labels[MIG_PROFILE] = mig_profile_label
     if product.supports_mig and mig_manager:
