@@ -18,7 +18,13 @@ from typing import Any
 from cdktf import TerraformIterator, TerraformStack
 
 from themelio_gpu.constructs.literal import literal
-from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
+from themelio_gpu.constructs.naming import (
+    FIELD_MANAGER,
+    karpenter_node_pool_id,
+    logical_id,
+    node_labels_id,
+    node_taints_id,
+)
 from themelio_gpu.constructs.providers import (
     Labels,
     LabelsMetadata,
@@ -63,7 +69,7 @@ class GpuNodePool:
         node_name = "${each.value}"
         labels = Labels(
             self.stack,
-            logical_id("node_labels", contract.name),
+            node_labels_id(contract.name),
             for_each=each_node,
             api_version="v1",
             kind="Node",
@@ -79,7 +85,7 @@ class GpuNodePool:
             return
         taints = NodeTaint(
             self.stack,
-            logical_id("node_taints", contract.name),
+            node_taints_id(contract.name),
             for_each=each_node,
             metadata=NodeTaintMetadata(name=node_name),
             taint=[NodeTaintTaint(key=t.key, value=t.value, effect=t.effect) for t in contract.taints],
@@ -116,7 +122,7 @@ class GpuNodePool:
             spec["limits"] = {"nvidia.com/gpu": str(karpenter.max_gpus)}
         node_pool = Manifest(
             self.stack,
-            logical_id("karpenter_node_pool", contract.name),
+            karpenter_node_pool_id(contract.name),
             manifest={
                 "apiVersion": "karpenter.sh/v1",
                 "kind": "NodePool",
