@@ -446,6 +446,12 @@ def _resynthesize_command(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
+def _changed(args: argparse.Namespace) -> int:
+    from themelio_gpu.changes.command import run_changed
+
+    return run_changed(args, input_paths(args.catalog, args.stacks_dir))
+
+
 def _preflight(args: argparse.Namespace) -> int:
     from themelio_gpu.live.preflight import run_preflight
 
@@ -613,6 +619,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs", type=int, default=4, metavar="N", help="stacks validated and planned at once (default 4)"
     )
     terraform.set_defaults(run=_terraform_check)
+
+    from themelio_gpu.changes import command as changed_command
+
+    changed = _command(
+        commands,
+        "changed",
+        "what a change does to each stack: added, changed, removed; per address create, update, replace, destroy",
+        "Compares two synthesized folders (or a git commit's fleet with the current one), lists what would hurt "
+        "a running cluster, and prints text, JSON or a GitHub Actions matrix (docs/changed.md). Exit 1 only with "
+        "--fail-on dangerous.",
+    )
+    _add_input_flags(changed)
+    changed_command.add_arguments(changed)
+    changed.set_defaults(run=_changed)
 
     preflight = _command(
         commands,
