@@ -452,6 +452,12 @@ def _changed(args: argparse.Namespace) -> int:
     return run_changed(args, input_paths(args.catalog, args.stacks_dir))
 
 
+def _pipeline(args: argparse.Namespace) -> int:
+    from themelio_gpu.pipelines.command import run_pipeline
+
+    return run_pipeline(args, input_paths(args.catalog, args.stacks_dir))
+
+
 def _preflight(args: argparse.Namespace) -> int:
     from themelio_gpu.live.preflight import run_preflight
 
@@ -633,6 +639,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_flags(changed)
     changed_command.add_arguments(changed)
     changed.set_defaults(run=_changed)
+
+    from themelio_gpu.pipelines import command as pipeline_command
+
+    engines = _command(
+        commands, "pipeline", "write a pipeline engine's configuration for the fleet: GitHub Actions or Atlantis"
+    ).add_subparsers(dest="engine", required=True, metavar="ENGINE")
+    for engine, summary in (
+        (
+            "github-actions",
+            "a workflow: synthesize, `changed`, then plan (pull requests) or apply per changed stack",
+        ),
+        ("atlantis", "atlantis.yaml: one project per stack folder, autoplanned when one of its inputs changes"),
+    ):
+        parser_of_engine = _command(
+            engines,
+            engine,
+            summary,
+            "Refuses to replace a file it did not write unless --force (docs/pipelines.md).",
+        )
+        pipeline_command.add_arguments(parser_of_engine, engine, _add_input_flags)
+        parser_of_engine.set_defaults(run=_pipeline)
 
     preflight = _command(
         commands,
