@@ -603,7 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--against",
         default=DEFAULT_OUTDIR,
         metavar="DIR",
-        help=f"the committed synthesized output (default: {DEFAULT_OUTDIR})",
+        help=f"the synthesized folder to check, e.g. what `npx cdktf synth` wrote (default: {DEFAULT_OUTDIR})",
     )
     check.set_defaults(run=_check)
 
