@@ -519,6 +519,26 @@ def test_a_cluster_edit_changes_that_stack_alone(
     )
 
 
+def test_a_catalog_edit_changes_the_stacks_serving_that_offering_alone(
+    synthesized: Path, example_fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    offering = "nvidia.com/a100-mig-1g.5gb"
+    serving = example_fleet.clusters_serving(offering)
+    assert 0 < len(serving) < len(example_fleet.clusters)
+    catalog = yaml.safe_load(EXAMPLE_CATALOG.read_text())
+    catalog["offerings"][offering]["description"] = "One seventh of an A100, for notebooks."
+    edited = tmp_path / "gpu-catalog.yaml"
+    edited.write_text(yaml.safe_dump(catalog))
+    flags = ["--catalog", str(edited), "--stacks-dir", str(EXAMPLE_STACKS), "--base", str(synthesized)]
+    assert main(["changed", *flags, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    changed = {s["name"]: s for s in report["stacks"] if s["status"] != "unchanged"}
+    assert sorted(changed) == sorted(serving)
+    for stack in changed.values():  # the offering's text is in the outputs, and the ConfigMap where there is one
+        assert "output.kubeflow_workspacekind_podconfig" in stack["other_changes"]
+        assert {r["action"] for r in stack["resources"]} <= {"update"}
+
+
 def test_the_same_fleet_on_both_sides_is_unchanged_everywhere(synthesized: Path) -> None:
     stacks = read(synthesized)
     result = compare(stacks, stacks, "a", "b")
