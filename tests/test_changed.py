@@ -241,6 +241,27 @@ def test_moves_chain_and_never_overwrite_an_address_the_state_holds(tmp_path: Pa
     assert {a: previous for a, (_, previous) in blocked.items()} == dict.fromkeys(instances)
 
 
+def test_moving_a_karpenter_node_pool_whose_name_changes_still_replaces_it(tmp_path: Path) -> None:
+    """Why a renamed Karpenter pool is refused (plan/renames.py): the moved block carries the address, but the
+    NodePool's metadata.name changes with it, which kubernetes_manifest replaces: its nodes are terminated."""
+    moves = [
+        {
+            "from": "kubernetes_manifest.karpenter_node_pool_h100",
+            "to": "kubernetes_manifest.karpenter_node_pool_big",
+        }
+    ]
+    result = compared(
+        tmp_path,
+        {"s": stack({"kubernetes_manifest.karpenter_node_pool_h100": karpenter("h100")})},
+        {"s": stack({"kubernetes_manifest.karpenter_node_pool_big": karpenter("big")}, moved=moves)},
+    )
+    (change,) = result.stacks[0].resources
+    assert (change.action, change.previous_address) == ("replace", "kubernetes_manifest.karpenter_node_pool_h100")
+    assert [rule.attribute for rule in change.forced_by] == ["manifest.metadata.name"]
+    ((_, danger),) = result.dangers
+    assert danger.what == "Karpenter NodePool h100" and "terminates every node" in danger.why
+
+
 REPLACING_CHANGES: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
     ("kubernetes_labels", labels("a", ["n1"]), {"kind": "Namespace"}, "kind"),
     ("kubernetes_labels", labels("a", ["n1"]), {"api_version": "v2"}, "api_version"),
@@ -647,6 +668,17 @@ def repository(tmp_path: Path) -> Path:
     return repo
 
 
+def base_ref_command(repository: Path, *extra: str) -> list[str]:
+    """`changed --base-ref main` on the repository's fleet, run in a process of its own."""
+    fleet = [
+        "--catalog",
+        str(repository / "catalog" / "gpu-catalog.yaml"),
+        "--stacks-dir",
+        str(repository / "stacks"),
+    ]
+    return [sys.executable, "-m", "themelio_gpu", "changed", "--base-ref", "main", *fleet, *extra]
+
+
 def worktrees(repo: Path) -> list[str]:
     return [
         line for line in git(repo, "worktree", "list", "--porcelain").splitlines() if line.startswith("worktree ")
@@ -660,14 +692,8 @@ def test_base_ref_synthesizes_the_commit_with_its_own_code_and_removes_its_workt
     east.write_text(east.read_text().replace("gpu-east-a100-02]", "gpu-east-a100-02, gpu-east-a100-03]"))
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    flags = [
-        "--catalog",
-        str(repository / "catalog" / "gpu-catalog.yaml"),
-        "--stacks-dir",
-        str(repository / "stacks"),
-    ]
     result = subprocess.run(
-        [sys.executable, "-m", "themelio_gpu", "changed", "--base-ref", "main", *flags, "--format", "json"],
+        base_ref_command(repository, "--format", "json"),
         cwd=ROOT,
         env={**os.environ, "TMPDIR": str(scratch)},
         capture_output=True,
@@ -707,14 +733,8 @@ def test_an_interrupted_base_ref_removes_its_worktree(
 ) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    flags = [
-        "--catalog",
-        str(repository / "catalog" / "gpu-catalog.yaml"),
-        "--stacks-dir",
-        str(repository / "stacks"),
-    ]
     process = subprocess.Popen(
-        [sys.executable, "-m", "themelio_gpu", "changed", "--base-ref", "main", *flags],
+        base_ref_command(repository),
         cwd=ROOT,
         env={**os.environ, "TMPDIR": str(scratch)},
         stdout=subprocess.PIPE,

@@ -104,15 +104,15 @@ def _changed(args: argparse.Namespace, paths: InputPaths) -> int:
     warnings: tuple[str, ...] = ()
     with tempfile.TemporaryDirectory(prefix="themelio-changed-") as tmp:
         if fleet is not None:
-            head, head_label = (
-                Path(tmp) / "head",
-                f"the fleet in {display_path(paths.stacks_dir)} (synthesized now)",
-            )
+            fleet_name = f"the fleet in {display_path(paths.stacks_dir)}"
+            head, head_label = Path(tmp) / "head", f"{fleet_name} (synthesized now)"
+            print(f"changed: synthesizing {fleet_name}", file=sys.stderr)  # stdout holds only the report
             synthesize_fleet(fleet, head)
         else:
             head, head_label = Path(args.head), display_path(Path(args.head))
         if args.base_ref:
             base = Path(tmp) / "base"
+            print(f"changed: synthesizing {args.base_ref} with its own code", file=sys.stderr)
             found = synthesize_ref(args.base_ref, paths.catalog, paths.stacks_dir, base)
             base_label, warnings = found.label, found.warnings
         else:

@@ -3,6 +3,7 @@ matrix a GitHub Actions workflow plans one job per stack from."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -60,13 +61,7 @@ def _resource_json(change: ResourceChange) -> dict[str, Any]:
 
 
 def _danger_json(danger: Danger) -> dict[str, str | None]:
-    return {
-        "address": danger.address,
-        "action": danger.action,
-        "what": danger.what,
-        "why": danger.why,
-        "source": danger.source,
-    }
+    return dataclasses.asdict(danger)
 
 
 def as_github_matrix(comparison: Comparison) -> dict[str, Any]:
