@@ -103,6 +103,7 @@ def test_following_checks_advice_after_deleting_a_cluster_makes_check_pass(
 
     assert main(["check", *flags, "--against", str(committed)]) == 1
     report = capsys.readouterr().out
+    assert "commit" not in report  # the synthesized folder is build output (README "GitOps")
     assert f"stale (no longer synthesized): stacks/{name}/cdk.tf.json" in report
     advice = re.search(r"run `([^`]+)`", report)
     assert advice is not None, report

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -344,25 +343,3 @@ def test_check_works_on_a_fleet_of_any_size(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
-
-
-def _deferred_delivers(handler: Callable[[int, Any], Any] | int) -> BaseException | None:
-    previous = signal.signal(signal.SIGHUP, handler)
-    try:
-        with interrupts.deferred():
-            os.kill(os.getpid(), signal.SIGHUP)
-            time.sleep(0.01)
-        return None
-    except BaseException as error:
-        return error
-    finally:
-        signal.signal(signal.SIGHUP, previous)
-
-
-def test_a_held_signal_goes_to_the_handler_that_was_there_before() -> None:
-    calls: list[int] = []
-    assert _deferred_delivers(lambda signum, frame: calls.append(signum)) is None
-    assert calls == [signal.SIGHUP]
-    assert _deferred_delivers(signal.SIG_IGN) is None  # ignored before: ignored after
-    error = _deferred_delivers(signal.default_int_handler)
-    assert isinstance(error, KeyboardInterrupt)

@@ -443,6 +443,18 @@ def _resynthesize_command(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
+def _changed(args: argparse.Namespace) -> int:
+    from themelio_gpu.changes.command import run_changed
+
+    return run_changed(args, input_paths(args.catalog, args.stacks_dir))
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from themelio_gpu.pipelines.command import run_pipeline
+
+    return run_pipeline(args, input_paths(args.catalog, args.stacks_dir))
+
+
 def _preflight(args: argparse.Namespace) -> int:
     from themelio_gpu.live.preflight import run_preflight
 
@@ -588,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--against",
         default=DEFAULT_OUTDIR,
         metavar="DIR",
-        help=f"the committed synthesized output (default: {DEFAULT_OUTDIR})",
+        help=f"the synthesized folder to check, e.g. what `npx cdktf synth` wrote (default: {DEFAULT_OUTDIR})",
     )
     check.set_defaults(run=_check)
 
@@ -610,6 +622,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs", type=int, default=4, metavar="N", help="stacks validated and planned at once (default 4)"
     )
     terraform.set_defaults(run=_terraform_check)
+
+    from themelio_gpu.changes import command as changed_command
+
+    changed = _command(
+        commands,
+        "changed",
+        "what a change does to each stack: added, changed, removed; per address create, update, replace, destroy",
+        "Compares two synthesized folders (or a git commit's fleet with the current one), lists what would hurt "
+        "a running cluster, and prints text, JSON or a GitHub Actions matrix (docs/changed.md). Exit 1 only with "
+        "--fail-on dangerous.",
+    )
+    _add_input_flags(changed)
+    changed_command.add_arguments(changed)
+    changed.set_defaults(run=_changed)
+
+    from themelio_gpu.pipelines import command as pipeline_command
+
+    engines = _command(
+        commands, "pipeline", "write a pipeline engine's configuration for the fleet: GitHub Actions or Atlantis"
+    ).add_subparsers(dest="engine", required=True, metavar="ENGINE")
+    for engine, summary in (
+        (
+            "github-actions",
+            "a workflow: synthesize, `changed`, then plan (pull requests) or apply per changed stack",
+        ),
+        ("atlantis", "atlantis.yaml: one project per stack folder, autoplanned when one of its inputs changes"),
+    ):
+        parser_of_engine = _command(
+            engines,
+            engine,
+            summary,
+            "Refuses to replace a file it did not write unless --force (docs/pipelines.md).",
+        )
+        pipeline_command.add_arguments(parser_of_engine, engine, _add_input_flags)
+        parser_of_engine.set_defaults(run=_pipeline)
 
     preflight = _command(
         commands,

@@ -9,11 +9,14 @@ commit): a signal that arrives meanwhile is raised when the block is done. Exit 
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from types import FrameType
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -83,3 +86,34 @@ def deferred() -> Iterator[None]:
             handler(first, None)
         else:  # the default action (or ignored): deliver it again, now that the block is done
             signal.raise_signal(first)
+
+
+def run(command: Sequence[str], *, grace: float = 5.0, **options: Any) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(command, capture_output=True, text=True)`, leaving no process behind however it ends.
+
+    The command runs in a process group of its own; if this process is interrupted (or anything else is
+    raised) meanwhile, the whole group gets SIGTERM, then SIGKILL after `grace` seconds: a program's own
+    children (git's checkout worker, a synthesis's node kernel) end with it, before the caller cleans up
+    what they were writing.
+    """
+    with subprocess.Popen(
+        list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options
+    ) as process:
+        try:
+            out, err = process.communicate()
+        except BaseException:
+            _end_group(process, grace)
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def _end_group(process: subprocess.Popen[str], grace: float) -> None:
+    """SIGTERM to the command's group, SIGKILL to whatever is left of it after `grace` seconds."""
+    with deferred():  # a second Ctrl-C must not cut this short
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace)
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

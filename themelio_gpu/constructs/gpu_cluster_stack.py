@@ -10,6 +10,7 @@ from themelio_gpu.constructs.dra_driver_release import DraDriverRelease
 from themelio_gpu.constructs.gpu_node_pool import GpuNodePool
 from themelio_gpu.constructs.gpu_operator_release import GpuOperatorRelease
 from themelio_gpu.constructs.literal import literal
+from themelio_gpu.constructs.moved_blocks import add_moved_blocks
 from themelio_gpu.constructs.providers import (
     HELM_PROVIDER,
     KUBERNETES_PROVIDER,
@@ -41,6 +42,7 @@ class GpuClusterStack(TerraformStack):
             for pool, contract in zip(cluster.node_pools, plan.pools, strict=True)
         ]
         labelled: list[Any] = [d for pool in pools for d in pool.dependables]
+        add_moved_blocks(self, plan)  # renamed pools: their old addresses move to the new ones
         outputs: dict[str, Any] = {k: v for pool in pools for k, v in pool.outputs.items()}
         operator = GpuOperatorRelease(self, plan, depends_on=labelled)
         driver = operator.release

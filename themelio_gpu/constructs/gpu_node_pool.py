@@ -16,7 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from themelio_gpu.constructs.literal import literal
-from themelio_gpu.constructs.naming import FIELD_MANAGER, logical_id
+from themelio_gpu.constructs.naming import (
+    FIELD_MANAGER,
+    karpenter_node_pool_id,
+    logical_id,
+    node_labels_id,
+    node_taints_id,
+)
 from themelio_gpu.constructs.providers import (
     Labels,
     LabelsMetadata,
@@ -60,7 +66,7 @@ class GpuNodePool:
         node_name = "${each.value}"
         labels = Labels(
             self.stack,
-            logical_id("node_labels", contract.name),
+            node_labels_id(contract.name),
             for_each=each_node,
             api_version="v1",
             kind="Node",
@@ -76,7 +82,7 @@ class GpuNodePool:
             return
         taints = NodeTaint(
             self.stack,
-            logical_id("node_taints", contract.name),
+            node_taints_id(contract.name),
             for_each=each_node,
             metadata=NodeTaintMetadata(name=node_name),
             taint=[NodeTaintTaint(key=t.key, value=t.value, effect=t.effect) for t in contract.taints],
@@ -114,7 +120,7 @@ class GpuNodePool:
             spec["limits"] = {"nvidia.com/gpu": str(karpenter.max_gpus)}
         node_pool = Manifest(
             self.stack,
-            logical_id("karpenter_node_pool", contract.name),
+            karpenter_node_pool_id(contract.name),
             manifest={
                 "apiVersion": "karpenter.sh/v1",
                 "kind": "NodePool",

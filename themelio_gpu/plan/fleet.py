@@ -37,7 +37,7 @@ from themelio_gpu.inputs.yaml_input import (
     load_yaml_document,
     validate_model,
 )
-from themelio_gpu.plan import dra_mode, kueue
+from themelio_gpu.plan import dra_mode, kueue, renames
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
     UnsupportedChartVersion,
@@ -199,6 +199,7 @@ def plan_cluster(
     derivable = dra_mode.check_mode(cluster, file, problems)
     offerings = _served_offerings(catalog, cluster, file, problems) if catalog is not None else ()
     pools = _pool_contracts(cluster, catalog.products if catalog is not None else None, file, problems)
+    renames.check_renames(cluster, file, problems)
     dra = any(p.dra for p in cluster.node_pools)
     if dra:
         _check_version_gates(cluster, file, problems)

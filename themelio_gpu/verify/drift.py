@@ -1,4 +1,7 @@
-"""Comparing two synthesized output folders: what the `check` command reports to a pipeline.
+"""Comparing two synthesized output folders: what the `check` command reports.
+
+The checked folder is build output, not committed (README "GitOps"): `check` tells whether a folder, e.g.
+what the CDKTF CLI wrote, is what the inputs synthesize now, and the command that makes it so.
 
 Only what synthesis owns is compared (manifest.json and the stack folders), less Terraform's working files
 (`.terraform/`, lock file, plan, state): a stack planned or deployed from its folder is not drift.
@@ -22,9 +25,9 @@ from themelio_gpu.outputs.stack_folders import (
 @dataclass(frozen=True)
 class FolderDiff:
     missing: tuple[str, ...]
-    """In the synthesized output, not in the committed folder."""
+    """In the synthesized output, not in the checked folder."""
     extra: tuple[str, ...]
-    """In the committed folder, no longer synthesized."""
+    """In the checked folder, no longer synthesized."""
     changed: tuple[tuple[str, str], ...]
     """(relative path, unified diff)."""
     current: tuple[str, ...] = ()
@@ -59,7 +62,7 @@ def compare_folders(committed: Path, synthesized: Path) -> FolderDiff:
             diff = difflib.unified_diff(
                 before.splitlines(keepends=True),
                 after.splitlines(keepends=True),
-                fromfile=f"committed/{rel}",
+                fromfile=f"{committed.name}/{rel}",
                 tofile=f"synthesized/{rel}",
             )
             changed.append((rel, "".join(diff)))
@@ -96,8 +99,8 @@ def render_diff(diff: FolderDiff, committed: str, resynthesize: str = "python ma
     foreign = [rel for rel in diff.extra if not _synthesis_removes(rel, diff)]
     lines.append("")
     lines.append(
-        f"To accept the input change: run `{resynthesize}` (it rewrites changed stacks and removes the folders of "
-        f"clusters that no longer exist), then commit {committed}. Or revert the input change."
+        f"To bring {committed} up to date: run `{resynthesize}` (it rewrites changed stacks and removes the folders "
+        "of clusters that no longer exist). Or revert the input change."
     )
     for stack in diff.kept:
         lines.append(kept_message(stack, f"{committed}/stacks/{stack.name}"))

@@ -301,6 +301,12 @@ class NodePool(Strict):
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra labels of this pool")
     provisioning: Provisioning
+    renamed_from: str | None = Field(
+        default=None,
+        alias="renamedFrom",
+        description="The pool's previous name: the stack emits Terraform moved blocks, so the rename updates "
+        "the nodes' labels and taints in place instead of removing and applying them again",
+    )
 
 
 # --- Helm releases -------------------------------------------------------------------------------------------

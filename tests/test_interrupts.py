@@ -1,0 +1,71 @@
+"""Signals as one exception (themelio_gpu/interrupts.py): held back where a block must not be cut short, and
+every process of an interrupted command ended before the caller cleans up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_output_folder import _alive
+from themelio_gpu import interrupts
+
+
+@pytest.fixture
+def installed() -> Iterator[None]:
+    previous = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
+    interrupts.install()
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def _deferred_delivers(handler: Callable[[int, Any], Any] | int) -> BaseException | None:
+    previous = signal.signal(signal.SIGHUP, handler)
+    try:
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.01)
+        return None
+    except BaseException as error:
+        return error
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_held_signal_goes_to_the_handler_that_was_there_before() -> None:
+    calls: list[int] = []
+    assert _deferred_delivers(lambda signum, frame: calls.append(signum)) is None
+    assert calls == [signal.SIGHUP]
+    assert _deferred_delivers(signal.SIG_IGN) is None  # ignored before: ignored after
+    error = _deferred_delivers(signal.default_int_handler)
+    assert isinstance(error, KeyboardInterrupt)
+
+
+def test_an_interrupted_command_ends_with_every_process_it_started(installed: None, tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    # A program whose own child would outlive it if only the program were killed (git's checkout worker).
+    script = f"sleep 60 & echo $! > {pids}; trap '' TERM; wait"
+
+    def interrupt_when_started() -> None:
+        while not pids.exists() or not pids.read_text().strip():
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=interrupt_when_started, daemon=True).start()
+    with pytest.raises(interrupts.Interrupted) as raised:
+        interrupts.run(["sh", "-c", script], grace=0.5)
+    assert raised.value.exit_code == 143
+    grandchild = int(pids.read_text())
+    assert _alive({grandchild}) == set()  # SIGKILLed with its group after the grace period
+
+
+def test_a_command_that_ends_gives_its_output_and_status() -> None:
+    done = interrupts.run(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")

@@ -1,0 +1,158 @@
+"""`changed --base-ref REF`: the fleet of a git commit, synthesized by that commit's own code.
+
+Why the commit's own code, not this checkout's: what a base branch deployed is what its code synthesized from
+its inputs. A pull request that changes the tool (a construct, a chart default, a dependency's lock) changes
+stacks without touching a cluster file; synthesizing the base with the new code would hide exactly that.
+
+How: `git worktree add --detach` of the commit in a temporary folder, then that commit's `main.py` with the
+same relative `--catalog`/`--stacks-dir`, run by this Python (the packages installed here; a warning says so
+when the commit locks others in Pipfile.lock). The worktree is removed on every way out: success, failure,
+Ctrl-C (SIGINT) and SIGTERM (interrupts.py), with every git and synthesis process ended first;
+`git worktree prune` cleans up if the folder is already gone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from themelio_gpu import interrupts
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV
+
+# This checkout's project folder: where main.py and the package live, and where the lock file says what is
+# installed. The same folder, relative to the repository, holds the commit's main.py.
+PROJECT = Path(__file__).resolve().parents[2]
+LOCK_FILE = "Pipfile.lock"
+_DROPPED_ENV = (CATALOG_ENV, STACKS_DIR_ENV, "CDKTF_OUTDIR")
+_OUTPUT_TAIL_LINES = 30
+
+
+@dataclass(frozen=True)
+class BaseRef:
+    ref: str
+    commit: str
+    label: str
+    """As the report names the base: `git REF (commit abcdef123456)`."""
+    warnings: tuple[str, ...] = ()
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # interrupts.run: an interrupted `git worktree add` ends with its checkout worker before the cleanup.
+    return interrupts.run(["git", "-C", str(repo), *args])
+
+
+def _relative(path: Path, root: Path) -> Path | None:
+    try:
+        return path.resolve().relative_to(root)
+    except ValueError:
+        return None
+
+
+def synthesize_ref(ref: str, catalog: Path, stacks_dir: Path, into: Path) -> BaseRef:
+    """Write the stacks of `ref` into `into`. Raises InputError when the commit cannot be synthesized."""
+    where = f"--base-ref {ref}"
+    repo, commit = _commit(ref, catalog, where)
+    problems = Problems()
+    catalog_in, stacks_in = _relative(catalog, repo), _relative(stacks_dir, repo)
+    for flag, relative in (("--catalog", catalog_in), ("--stacks-dir", stacks_in)):
+        if relative is None:
+            problems.add(
+                "command line", where, f"{flag} must be inside the repository {repo} to be found in {ref}"
+            )
+    project = _relative(PROJECT, repo) or Path()
+    for needed in (project / "main.py", project / "themelio_gpu" / "__init__.py"):
+        if _git(repo, "cat-file", "-e", f"{commit}:{needed.as_posix()}").returncode != 0:
+            problems.add(
+                "command line",
+                where,
+                f"{ref} has no {needed.as_posix()}: --base-ref synthesizes a commit with its own code; for a "
+                "commit without it, synthesize it elsewhere and pass the folder with --base",
+            )
+    problems.raise_if_any()
+    assert catalog_in is not None and stacks_in is not None
+    label = f"git {ref} (commit {commit[:12]})"
+    with _worktree(repo, commit) as tree:
+        command = [
+            sys.executable,
+            "main.py",
+            "--catalog",
+            str(tree / catalog_in),
+            "--stacks-dir",
+            str(tree / stacks_in),
+        ]
+        command += ["--outdir", str(into), "--quiet"]
+        env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+        result = interrupts.run(command, cwd=tree / project, env=env)
+        warnings = _lock_warning(ref, tree / project)
+    if result.returncode != 0:
+        output = (result.stderr or result.stdout).strip().splitlines()[-_OUTPUT_TAIL_LINES:]
+        shown = "\n".join(output).replace(str(tree), f"<{ref}>")
+        problems.add(
+            "command line", where, f"the synthesis of {label} failed (exit {result.returncode}):\n{shown}"
+        )
+        problems.raise_if_any()
+    return BaseRef(ref, commit, label, warnings)
+
+
+def _commit(ref: str, catalog: Path, where: str) -> tuple[Path, str]:
+    """The repository holding the catalog, and the commit `ref` names in it."""
+    problems = Problems()
+    if shutil.which("git") is None:
+        problems.add("command line", where, "git is not on PATH")
+    if not catalog.is_file():
+        problems.add(
+            str(catalog), "", "catalog file not found: --base-ref finds the commit's catalog at the same place"
+        )
+    problems.raise_if_any()
+    found = _git(catalog.resolve().parent, "rev-parse", "--show-toplevel")
+    if found.returncode != 0:
+        problems.add("command line", where, f"{catalog} is not in a git repository: {found.stderr.strip()}")
+        problems.raise_if_any()
+    repo = Path(found.stdout.strip()).resolve()
+    resolved = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    commit = resolved.stdout.strip()
+    if resolved.returncode != 0 or not commit:
+        problems.add(
+            "command line", where, f"no commit {ref!r} in {repo.name} (fetch it first, e.g. git fetch origin)"
+        )
+    problems.raise_if_any()
+    return repo, commit
+
+
+def _lock_warning(ref: str, project: Path) -> tuple[str, ...]:
+    here, there = PROJECT / LOCK_FILE, project / LOCK_FILE
+    if here.is_file() and there.is_file() and here.read_bytes() != there.read_bytes():
+        return (
+            f"{ref} locks other packages ({LOCK_FILE} differs): its stacks were synthesized with the packages "
+            "installed here, which may write other bytes than its own environment would",
+        )
+    return ()
+
+
+@contextmanager
+def _worktree(repo: Path, commit: str) -> Iterator[Path]:
+    scratch = Path(tempfile.mkdtemp(prefix="themelio-changed-base-"))
+    tree = scratch / "worktree"
+    try:
+        added = _git(repo, "worktree", "add", "--detach", "--quiet", str(tree), commit)
+        if added.returncode != 0:
+            problems = Problems()
+            problems.add("command line", commit, f"git worktree add failed: {added.stderr.strip()}")
+            problems.raise_if_any()
+        yield tree
+    finally:
+        with interrupts.deferred():  # the worktree goes whatever arrives meanwhile
+            # --force twice: also a worktree `git worktree add` still holds locked (stopped while it ran).
+            if _git(repo, "worktree", "remove", "--force", "--force", str(tree)).returncode != 0:
+                _git(repo, "worktree", "unlock", str(tree))
+                shutil.rmtree(tree, ignore_errors=True)
+            _git(repo, "worktree", "prune")
+            shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,105 @@
+"""`python -m themelio_gpu pipeline github-actions|atlantis`: arguments and what they run."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+from themelio_gpu.inputs.problems import InputError, Problems
+from themelio_gpu.pipelines import atlantis, github_actions
+from themelio_gpu.pipelines.generated_file import NotOursError, is_current, write_generated
+from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.settings import InputPaths
+
+EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT = 0, 1, 2
+# What goes into the generated YAML and shell lines unquoted: plain relative paths and branch names.
+_PLAIN = re.compile(r"^[A-Za-z0-9._/-]+$")
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser, engine: str, add_inputs: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    default = github_actions.DEFAULT_OUTPUT if engine == github_actions.COMMAND else atlantis.DEFAULT_OUTPUT
+    add_inputs(parser)
+    parser.add_argument(
+        "--output", metavar="FILE", default=default, help=f"where to write it (default: {default})"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace the file even if this command did not write it"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when the file is missing or out of date"
+    )
+    parser.add_argument(
+        "--terraform",
+        choices=sorted(github_actions.DISTRIBUTIONS),
+        default="terraform",
+        help="run Terraform or OpenTofu (default: terraform)",
+    )
+    if engine == github_actions.COMMAND:
+        parser.add_argument(
+            "--branch", default="main", help="the branch whose pushes apply the stacks (default: main)"
+        )
+
+
+def _relative_input(path: Path, flag: str, problems: Problems) -> str:
+    """The path as the repository root (the working directory) sees it, for the generated commands."""
+    try:
+        relative = PurePosixPath(path.resolve().relative_to(Path.cwd().resolve()).as_posix())
+    except ValueError:
+        problems.add("command line", f"{flag} {path}", "must be inside the working directory, the repository root")
+        return ""
+    if not _PLAIN.match(relative.as_posix()):
+        problems.add(
+            "command line",
+            f"{flag} {path}",
+            "use letters, digits and . _ / - only: it goes into the pipeline unquoted",
+        )
+    return relative.as_posix()
+
+
+def run_pipeline(args: argparse.Namespace, paths: InputPaths) -> int:
+    problems = Problems()
+    catalog = _relative_input(paths.catalog, "--catalog", problems)
+    stacks_dir = _relative_input(paths.stacks_dir, "--stacks-dir", problems)
+    branch = getattr(args, "branch", "main")
+    if not _PLAIN.match(branch):
+        problems.add("command line", f"--branch {branch}", "not a branch name this command writes unquoted")
+    problems.raise_if_any()
+    fleet = load_fleet(paths.catalog, paths.stacks_dir)  # a pipeline for a fleet with problems is no use
+    inputs = f"--catalog {catalog} --stacks-dir {stacks_dir}"
+    if args.engine == github_actions.COMMAND:
+        text = github_actions.workflow_text(inputs, branch, args.terraform)
+    else:
+        text = atlantis.atlantis_text(_cluster_files(fleet, problems), catalog, inputs, args.terraform)
+    problems.raise_if_any()
+    output = Path(args.output)
+    command = f"python -m themelio_gpu pipeline {args.engine}"
+    if args.check:
+        if is_current(output, text):
+            print(f"{output} is up to date")
+            return EXIT_OK
+        what = "is out of date" if output.exists() else "does not exist"
+        print(f"{output} {what}: run `{command}` (with the same options) and commit it")
+        return EXIT_STALE
+    try:
+        written = write_generated(output, text, force=args.force)
+    except NotOursError as error:
+        problems.add("command line", f"--output {output}", str(error))
+        raise InputError(problems) from error
+    print(f"wrote {output}" if written.changed else f"{output} is up to date")
+    if args.engine == atlantis.COMMAND:
+        print(
+            f"Atlantis must synthesize before it plans: add a pre_workflow_hooks entry running "
+            f"`{atlantis.hook_command(inputs)}` to its server-side repo config (docs/pipelines.md)"
+        )
+    return EXIT_OK
+
+
+def _cluster_files(fleet: Fleet, problems: Problems) -> list[tuple[str, str]]:
+    files = []
+    for plan in fleet.clusters:
+        files.append((plan.name, _relative_input(Path(plan.file), f"cluster {plan.name}", problems)))
+    return files

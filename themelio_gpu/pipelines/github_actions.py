@@ -1,0 +1,210 @@
+"""A GitHub Actions workflow for the fleet: synthesize, `changed` against the base, then one Terraform (or
+OpenTofu) job per changed stack: init and plan on pull requests, with the plan as the job's summary; init,
+plan and apply on pushes to the main branch.
+
+- the base of a pull request is its base commit, of a push the commit before it (`changed --base-ref`: the
+  base's fleet synthesized by the base's own code); a manual run (workflow_dispatch) plans every stack, or
+  those changed since the commit it is given;
+- applies of one stack never run at once (one concurrency group per stack, queued, never cancelled); a pull
+  request's plans of a stack are one group per stack and pull request, a newer push cancelling the older;
+- one provider plugin cache, restored per job (the stacks pin every provider exactly);
+- a dangerous change (docs/changed.md) fails the pull request's `dangerous` job unless the pull request is
+  labelled `allow-dangerous`; once merged it is applied.
+
+Written from a template: the fleet's paths, the main branch and the Terraform distribution go in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from themelio_gpu.pipelines.generated_file import header
+
+COMMAND = "github-actions"
+DEFAULT_OUTPUT = ".github/workflows/themelio-gpu-stacks.yml"
+ALLOW_DANGEROUS_LABEL = "allow-dangerous"
+NO_STACKS = '{"include":[]}'
+
+
+@dataclass(frozen=True)
+class Distribution:
+    binary: str
+    setup: str
+    version_input: str
+    wrapper_input: str
+    version: str
+
+
+DISTRIBUTIONS = {
+    # The version this project's CI runs; the stacks need 1.10 at most (the S3 backend's use_lockfile).
+    "terraform": Distribution(
+        "terraform", "hashicorp/setup-terraform@v3", "terraform_version", "terraform_wrapper", "1.11.4"
+    ),
+    # OpenTofu has S3-native locking from 1.10 too.
+    "tofu": Distribution("tofu", "opentofu/setup-opentofu@v1", "tofu_version", "tofu_wrapper", "1.10.10"),
+}
+
+_TEMPLATE = """\
+name: GPU stacks
+
+on:
+  pull_request:
+    types: [opened, synchronize, reopened, labeled, unlabeled]
+  push:
+    branches: [@BRANCH@]
+  workflow_dispatch:
+    inputs:
+      base:
+        description: Plan (and on @BRANCH@ apply) the stacks changed since this commit; empty for every stack
+        required: false
+        default: ""
+
+permissions:
+  contents: read
+
+env:
+  JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION: "20"
+  CHECKPOINT_DISABLE: "1"
+
+jobs:
+  changed:
+    name: Stacks this change touches
+    runs-on: ubuntu-latest
+    outputs:
+      matrix: ${{ steps.changed.outputs.matrix }}
+      dangerous: ${{ steps.changed.outputs.dangerous }}
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          fetch-depth: 0 # changed --base-ref reads the base commit
+      - uses: actions/setup-python@v5
+        id: python
+        with:
+          python-version: "3.11"
+      - uses: actions/setup-node@v4 # jsii runs the synthesis in node
+        with:
+          node-version: "20"
+      - uses: actions/cache@v4
+        with:
+          path: |
+            .venv
+            .tools
+          key: themelio-venv-${{ runner.os }}-${{ steps.python.outputs.python-version }}-${{ hashFiles('Pipfile.lock', 'scripts/setup.sh') }}
+      - name: Install the locked Python packages
+        run: scripts/setup.sh python
+      - name: Synthesize
+        run: .venv/bin/python main.py @INPUTS@ --quiet
+      - name: Compare with the base
+        id: changed
+        env:
+          BASE: ${{ github.event_name == 'pull_request' && github.event.pull_request.base.sha || github.event_name == 'push' && github.event.before || inputs.base }}
+        run: |
+          # No base (a manual run without one, the first push of the branch): every stack is planned.
+          if [ -z "$BASE" ] || [ "$BASE" = "0000000000000000000000000000000000000000" ]; then
+            mkdir -p "$RUNNER_TEMP/no-stacks"
+            base=(--base "$RUNNER_TEMP/no-stacks")
+          else
+            base=(--base-ref "$BASE")
+          fi
+          status=0
+          .venv/bin/python -m themelio_gpu changed @INPUTS@ "${base[@]}" --head cdktf.out \\
+            --format text=changed.txt --format github-matrix=matrix.json --fail-on dangerous || status=$?
+          if [ "$status" -gt 1 ]; then exit "$status"; fi
+          if [ "$status" -eq 1 ]; then echo "dangerous=true" >> "$GITHUB_OUTPUT"; else echo "dangerous=false" >> "$GITHUB_OUTPUT"; fi
+          echo "matrix=$(cat matrix.json)" >> "$GITHUB_OUTPUT"
+          { echo "### Stacks this change touches"; echo; echo '```'; cat changed.txt; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+      - uses: actions/upload-artifact@v4
+        with:
+          name: stacks
+          path: cdktf.out/stacks
+          retention-days: 7
+
+  dangerous:
+    name: No dangerous change without the @LABEL@ label
+    if: github.event_name == 'pull_request'
+    needs: changed
+    runs-on: ubuntu-latest
+    steps:
+      - name: Refuse a change that would hurt a running cluster
+        if: needs.changed.outputs.dangerous == 'true' && !contains(github.event.pull_request.labels.*.name, '@LABEL@')
+        run: |
+          echo "::error::This change would hurt a running cluster: the summary of the changed job says what and why. Label the pull request @LABEL@ to go ahead."
+          exit 1
+
+  terraform:
+    name: ${{ matrix.stack }}
+    needs: changed
+    if: needs.changed.outputs.matrix != '@NO_STACKS@'
+    runs-on: ubuntu-latest
+    strategy:
+      fail-fast: false
+      matrix: ${{ fromJSON(needs.changed.outputs.matrix) }}
+    # Applies of one stack queue behind each other and are never cancelled; a pull request's newer plan of
+    # a stack cancels its older one.
+    concurrency:
+      group: ${{ github.event_name == 'pull_request' && format('gpu-stacks-plan-{0}-{1}', matrix.stack, github.event.pull_request.number) || format('gpu-stacks-{0}', matrix.stack) }}
+      cancel-in-progress: ${{ github.event_name == 'pull_request' }}
+    env:
+      STACK: ${{ matrix.stack }}
+      TF_IN_AUTOMATION: "1"
+      TF_INPUT: "0"
+      TF_PLUGIN_CACHE_DIR: ${{ github.workspace }}/.terraform-plugin-cache
+      # The stack folders are synthesized, so they hold no lock file; without this the cache is never used.
+      # Every stack pins its providers' exact versions.
+      TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE: "true"
+      # The state backends' and clusters' credentials come from here too: add them (OIDC, secrets).
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/download-artifact@v4
+        with:
+          name: stacks
+          path: cdktf.out/stacks
+      - uses: @SETUP@
+        with:
+          @VERSION_INPUT@: "@VERSION@"
+          @WRAPPER_INPUT@: false
+      - uses: actions/cache@v4
+        with:
+          path: ${{ github.workspace }}/.terraform-plugin-cache
+          key: terraform-plugins-${{ runner.os }}-${{ hashFiles('Pipfile.lock') }}
+      - name: @BINARY@ init
+        working-directory: cdktf.out/${{ matrix.directory }}
+        run: |
+          mkdir -p "$TF_PLUGIN_CACHE_DIR"
+          @BINARY@ init -input=false
+      - name: @BINARY@ plan
+        working-directory: cdktf.out/${{ matrix.directory }}
+        run: |
+          @BINARY@ plan -input=false -lock-timeout=10m -out=tfplan
+          { echo "### $STACK: @BINARY@ plan"; echo; echo '```'; @BINARY@ show -no-color tfplan | head -c 1000000; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+      - name: @BINARY@ apply
+        if: github.event_name != 'pull_request' && github.ref == 'refs/heads/@BRANCH@'
+        working-directory: cdktf.out/${{ matrix.directory }}
+        run: @BINARY@ apply -input=false -lock-timeout=10m tfplan
+"""
+
+
+def workflow_text(inputs: str, branch: str, distribution: str) -> str:
+    """`inputs`: the `--catalog X --stacks-dir Y` flags, as the repository root sees the fleet."""
+    tool = DISTRIBUTIONS[distribution]
+    text = _TEMPLATE
+    for token, value in (
+        ("@INPUTS@", inputs),
+        ("@BRANCH@", branch),
+        ("@LABEL@", ALLOW_DANGEROUS_LABEL),
+        ("@NO_STACKS@", NO_STACKS),
+        ("@SETUP@", tool.setup),
+        ("@VERSION_INPUT@", tool.version_input),
+        ("@WRAPPER_INPUT@", tool.wrapper_input),
+        ("@VERSION@", tool.version),
+        ("@BINARY@", tool.binary),
+    ):
+        text = text.replace(token, value)
+    intro = header(
+        COMMAND,
+        "",
+        "Pull requests: synthesize the fleet, list the stacks the change touches (`changed` against the base",
+        "commit's fleet, synthesized by the base's own code), then one job per touched stack: init and plan,",
+        f"the plan as the job's summary. Pushes to {branch}: the same, then apply. See docs/pipelines.md.",
+    )
+    return intro + "\n" + text
