@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -59,18 +60,25 @@ def test_version_comes_from_one_place() -> None:
 
 
 def test_catalog_export_prints_unless_a_folder_is_given(tmp_path: Path, example_fleet: Fleet) -> None:
-    def source_tree() -> list[Path]:
-        return sorted(p for folder in (ROOT, ROOT / "catalog", ROOT / "stacks") for p in folder.iterdir())
-
-    before = source_tree()
-    result = run("-m", "themelio_gpu", "catalog", "export")
+    # Run from an empty folder: nothing may appear in it (the old default was catalog/generated). That
+    # nothing appears in the checkout either, conftest.py checks for every test.
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "themelio_gpu", "catalog", "export"],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     documents = result.stdout.split("--- # ")[1:]
     expected = list(export_files(example_fleet))
     assert [d.split("\n", 1)[0] for d in documents] == expected
     assert set(CONTRACT_FILES) <= set(expected)  # the catalog-wide files, then each cluster's
     assert len(list(yaml.safe_load_all(result.stdout))) >= len(expected)
-    assert source_tree() == before  # nothing written into the project (the old default was catalog/generated)
+    assert list(work.iterdir()) == []
     assert run("-m", "themelio_gpu", "catalog", "export", "--outdir", str(tmp_path / "x")).returncode == 0
     written = sorted(p.relative_to(tmp_path / "x").as_posix() for p in (tmp_path / "x").rglob("*") if p.is_file())
     assert written == sorted(expected)

@@ -41,18 +41,27 @@ def copy_project(target: Path) -> Path:
     for the example fleet, and this test must not change with anyone's fleet.
     """
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
-    for folder in ("themelio_gpu", "tests"):
-        shutil.copytree(ROOT / folder, target / folder, ignore=ignore)
+    shutil.copytree(ROOT / "themelio_gpu", target / "themelio_gpu", ignore=ignore)
+    # The tests without this checkout's user-fleet snapshots: they belong to its fleet, not to the fork's.
+    shutil.copytree(
+        ROOT / "tests",
+        target / "tests",
+        ignore=lambda folder, names: [*ignore(folder, names), *_user_snapshots(names, folder)],
+    )
     for file in ("main.py", "pyproject.toml", "Makefile", "cdktf.json"):
         shutil.copy2(ROOT / file, target / file)
     shutil.copytree(EXAMPLE_CATALOG.parent, target / "catalog")
     shutil.copytree(EXAMPLE_STACKS, target / "stacks")
-    for schema in schema_texts():
-        shutil.copy2(ROOT / schema, target / schema)
-    user_snapshots = target / USER_SNAPSHOTS.relative_to(ROOT)
-    shutil.rmtree(user_snapshots)
-    shutil.copytree(FIXTURE_SNAPSHOTS, user_snapshots)  # the reviewed output of that same fleet
+    for schema, text in schema_texts().items():
+        (target / schema).write_text(text, encoding="utf-8")
+    shutil.copytree(
+        FIXTURE_SNAPSHOTS, target / USER_SNAPSHOTS.relative_to(ROOT)
+    )  # the reviewed output of that same fleet
     return target
+
+
+def _user_snapshots(names: list[str], folder: str) -> list[str]:
+    return [USER_SNAPSHOTS.name] if Path(folder) == USER_SNAPSHOTS.parent and USER_SNAPSHOTS.name in names else []
 
 
 def make_recipe(target: str) -> list[str]:

@@ -134,6 +134,7 @@ def test_table_paths_round_trip_through_the_path_syntax(chart: str, version: str
         assert format_path(parse_path(path)) == path
 
 
+@pytest.mark.user_fleet  # reads every YAML file of the checkout, the user's too (whatever they hold)
 def test_project_holds_no_copy_of_the_reference_values() -> None:
     reference_hashes = {
         hashlib.sha256(reference_file(name).read_bytes()).hexdigest(): name

@@ -349,9 +349,10 @@ def test_the_published_modules_namespace_is_the_one_memoized() -> None:
 
 
 _WRONG_ARGUMENT = """
+import sys
 from cdktf import App, TerraformStack
 from themelio_gpu.constructs.providers import Labels, LabelsMetadata
-stack = TerraformStack(App(outdir="unused"), "s")
+stack = TerraformStack(App(outdir=sys.argv[1]), "s")
 try:
     Labels(stack, "labels", api_version="v1", kind="Node", metadata=LabelsMetadata(name="n"), labels=42)
 except Exception as error:
@@ -371,10 +372,17 @@ except Exception as error:
         ),
     ],
 )
-def test_a_wrongly_typed_argument_is_refused_with_or_without_the_checks(checks: str, error: str) -> None:
+def test_a_wrongly_typed_argument_is_refused_with_or_without_the_checks(
+    checks: str, error: str, tmp_path: Path
+) -> None:
     env = {**_env_without_preload(ARGUMENT_CHECKS_ENV), **({ARGUMENT_CHECKS_ENV: checks} if checks else {})}
     result = subprocess.run(
-        [sys.executable, "-c", _WRONG_ARGUMENT], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", _WRONG_ARGUMENT, str(tmp_path / "out")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == error
