@@ -83,7 +83,10 @@ def version_text() -> str:
 
 def _load(args: argparse.Namespace) -> Fleet:
     paths = input_paths(args.catalog, args.stacks_dir)
-    return load_fleet(paths.catalog, paths.stacks_dir)
+    fleet = load_fleet(paths.catalog, paths.stacks_dir)
+    for warning in fleet.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return fleet
 
 
 def _load_catalog(args: argparse.Namespace) -> Catalog:
