@@ -43,7 +43,15 @@ from themelio_gpu.outputs.workers import (
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
-from themelio_gpu.settings import CATALOG_ENV, DEFAULT_OUTDIR, STACKS_DIR_ENV, input_paths
+from themelio_gpu.settings import (
+    CATALOG_ENV,
+    CHART_CACHE_ENV,
+    DEFAULT_CHART_CACHE,
+    DEFAULT_OUTDIR,
+    STACKS_DIR_ENV,
+    chart_cache,
+    input_paths,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -468,21 +476,91 @@ def _select_cluster(fleet: Fleet, name: str) -> ClusterPlan:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from themelio_gpu.charts.helm import HelmMissingError
     from themelio_gpu.verify.charts import VerifyError
     from themelio_gpu.verify.command import verify_clusters
 
     fleet = _load(args)
     plans = [_select_cluster(fleet, args.cluster)] if args.cluster else list(fleet.clusters)
-    charts = Path(args.charts) if args.charts else None
-    if charts is not None and not charts.is_dir():
+    charts = Path(args.charts) if args.charts else chart_cache()
+    if not charts.is_dir():
         problems = Problems()
-        problems.add("command line", f"--charts {args.charts}", "no such folder of chart directories")
+        if args.charts:
+            problems.add("command line", f"--charts {args.charts}", "no such folder of chart directories")
+        else:
+            problems.add(
+                display_path(charts),
+                "",
+                "no chart cache yet: fetch the charts first (`python -m themelio_gpu charts fetch`), or name a "
+                "folder of <chart>-<version> chart folders with --charts",
+            )
         problems.raise_if_any()
     try:
-        return EXIT_OK if verify_clusters(plans, charts, sys.stdout) else EXIT_FAILED
-    except VerifyError as error:
+        return EXIT_OK if verify_clusters(plans, charts, sys.stdout, is_cache=not args.charts) else EXIT_FAILED
+    except (VerifyError, HelmMissingError) as error:
         print(f"verify: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+# --- charts ------------------------------------------------------------------------------------------------
+
+
+def _charts_fetch(args: argparse.Namespace) -> int:
+    from themelio_gpu.charts.cache import fetch_charts, known_charts, pinned_charts
+    from themelio_gpu.charts.helm import HelmMissingError, helm_binary
+    from themelio_gpu.plan.helm.known_values import known_chart_versions
+
+    source = Path(args.source) if args.source else None
+    if source is not None and not source.is_dir():
+        problems = Problems()
+        problems.add("command line", f"--from {args.source}", "no such folder of chart folders")
+        problems.raise_if_any()
+    stacks_dir = input_paths(None, args.stacks_dir).stacks_dir
+    refs = known_charts(dict(known_chart_versions())) if args.all_known else pinned_charts(stacks_dir)
+    try:
+        helm = None if source is not None else helm_binary("charts fetch pulls the charts with `helm pull`")
+    except HelmMissingError as error:
+        print(f"charts fetch: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK if fetch_charts(refs, chart_cache(args.cache), sys.stdout, helm, source) else EXIT_FAILED
+
+
+def _charts_known_values(args: argparse.Namespace) -> int:
+    from themelio_gpu.charts.helm import ChartError, HelmMissingError, helm_binary
+    from themelio_gpu.charts.values_table import chart_table_text, table_file
+
+    folder = Path(args.chart_dir) if args.chart_dir else chart_cache(args.cache) / f"{args.chart}-{args.version}"
+    if not folder.is_dir():
+        problems = Problems()
+        fix = "" if args.chart_dir else ": fetch it first (`python -m themelio_gpu charts fetch`)"
+        problems.add(display_path(folder), "", f"no such chart folder{fix}")
+        problems.raise_if_any()
+    try:
+        text = chart_table_text(
+            helm_binary("the table is read from `helm show values`"), args.chart, args.version, folder
+        )
+    except (HelmMissingError, ChartError) as error:
+        print(f"charts known-values: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    target = table_file(args.chart, args.version)
+    current = target.read_text(encoding="utf-8") if target.is_file() else None
+    if args.check:
+        if current != text:
+            print(
+                f"{display_path(target)} is not the table of {display_path(folder)}: run without --check",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        print(f"{display_path(target)} is the table of {display_path(folder)}")
+        return EXIT_OK
+    if current == text:
+        print(f"{display_path(target)} is up to date")
+    else:
+        target.write_text(text, encoding="utf-8")
+        print(
+            f"wrote {display_path(target)}: commit it with the cluster files that pin {args.chart} {args.version}"
+        )
+    return EXIT_OK
 
 
 def _command(
@@ -639,9 +717,52 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--cluster", help="only this cluster (default: every cluster)")
     verify.add_argument(
         "--charts",
-        help="folder of chart directories named <chart>-<version> (default: helm pull from each release's repository)",
+        metavar="DIR",
+        help=f"folder of chart directories named <chart>-<version> (default: the chart cache, ${CHART_CACHE_ENV} "
+        f"or {DEFAULT_CHART_CACHE}, which `charts fetch` fills)",
     )
     verify.set_defaults(run=_verify)
+
+    charts = _command(
+        commands, "charts", "the Helm charts the clusters pin: fetch them, tabulate a new version's values keys"
+    ).add_subparsers(dest="charts_command", required=True, metavar="SUBCOMMAND")
+    cache_help = f"the chart cache (default: ${CHART_CACHE_ENV} or {DEFAULT_CHART_CACHE})"
+    fetch = _command(
+        charts,
+        "fetch",
+        "put the chart versions the clusters pin into the chart cache, for verify and charts known-values",
+        "Pulls each with `helm pull --untar` from the repository its clusters name (NVIDIA's by default), or copies "
+        "it from --from DIR; charts already in the cache are kept.",
+    )
+    fetch.add_argument(
+        "--stacks-dir",
+        metavar="DIR",
+        help=f"folder of cluster definitions whose pinned charts to fetch (default: ${STACKS_DIR_ENV} or stacks/)",
+    )
+    fetch.add_argument(
+        "--all-known", action="store_true", help="every chart version with a known-values table, instead"
+    )
+    fetch.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR",
+        help="copy the charts from DIR (<chart>-<version> folders, as `helm pull --untar` leaves them) instead of pulling",
+    )
+    fetch.add_argument("--cache", metavar="DIR", help=cache_help)
+    fetch.set_defaults(run=_charts_fetch)
+    known = _command(
+        charts,
+        "known-values",
+        "write the known-values table of a chart version from `helm show values` of the chart",
+        "Writes themelio_gpu/plan/helm/tables/<chart>-<version>.json, the values keys validate accepts for that "
+        "version; commit it.",
+    )
+    known.add_argument("chart", help="the chart's name, e.g. gpu-operator")
+    known.add_argument("version", help="its version as clusters pin it, e.g. v26.7.0")
+    known.add_argument("--cache", metavar="DIR", help=cache_help)
+    known.add_argument("--chart-dir", metavar="DIR", help="read the chart from DIR instead of the chart cache")
+    known.add_argument("--check", action="store_true", help="write nothing; exit 1 when the table differs")
+    known.set_defaults(run=_charts_known_values)
     return parser
 
 
