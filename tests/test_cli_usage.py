@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -45,7 +46,7 @@ def test_help_runs_for_every_command() -> None:
     result = run("-m", "themelio_gpu", "preflight", "--help")
     assert result.returncode == 0
     assert "$KUBECONFIG" in result.stdout
-    assert "exit codes: 0 success" in result.stdout
+    assert "exit codes: 0 every check passed, 1 a check failed" in " ".join(result.stdout.split())
     main_help = run("main.py", "--help")
     assert main_help.returncode == 0 and "--outdir DIR" in main_help.stdout
 
@@ -107,3 +108,59 @@ def test_catalog_quota_checks_the_namespace_and_lists_known_names() -> None:
     )
     assert "nvidia.com/a100" in lines[1] and "nvidia.com/mig-1g.5gb" in lines[1]
     assert lines[-1] == "2 problems found; nothing was written."
+
+
+EXITS = {
+    "synth": {0, 1, 2},
+    "validate": {0, 2},
+    "catalog validate": {0, 2},
+    "catalog show": {0, 2},
+    "catalog export": {0, 2},
+    "catalog quota": {0, 2},
+    "schema": {0, 2},
+    "match": {0, 1, 2},
+    "trial": {0, 1, 2},
+    "check": {0, 1, 2},
+    "terraform-check": {0, 1, 2},
+    "preflight": {0, 1, 2},
+    "verify": {0, 1, 2},
+    "charts fetch": {0, 1, 2},
+    "charts known-values": {0, 1, 2},
+}
+"""The exit codes each command can return (the tests of each command check when)."""
+
+
+def test_each_commands_help_ends_with_its_own_exit_codes() -> None:
+    leaves = {
+        name.removeprefix("themelio_gpu "): parser
+        for name, parser in parsers(build_parser(), "themelio_gpu")
+        if not any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+    }
+    assert set(leaves) == set(EXITS)
+    for name, parser in leaves.items():
+        epilog = parser.epilog or ""
+        assert epilog.startswith("exit codes: "), name
+        assert {int(code) for code in re.findall(r"(?:^exit codes: |, )(\d) ", epilog)} == EXITS[name], (
+            name,
+            epilog,
+        )
+    synth = run("main.py", "--help").stdout
+    assert " ".join(synth.split()).endswith(" ".join(str(leaves["synth"].epilog).split()))
+
+
+def test_run_from_another_folder_it_says_where_to_run(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THEMELIO_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "themelio_gpu", "validate"],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        f"catalog/gpu-catalog.yaml, stacks/: neither is in {tmp_path}: run the command from the folder that holds "
+        "your catalog/ and stacks/ (the checkout), or name them with --catalog and --stacks-dir (or "
+        "$THEMELIO_CATALOG, $THEMELIO_STACKS_DIR)"
+    )

@@ -47,8 +47,11 @@ from themelio_gpu.settings import (
     CATALOG_ENV,
     CHART_CACHE_ENV,
     DEFAULT_CHART_CACHE,
+    DEFAULT_INPUTS,
     DEFAULT_OUTDIR,
     STACKS_DIR_ENV,
+    SYNTH_COMMAND,
+    InputPaths,
     chart_cache,
     input_paths,
 )
@@ -61,7 +64,12 @@ EXIT_BAD_INPUT = 2
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
-EXIT_CODES = "exit codes: 0 success, 1 the check found a problem, 2 bad input (every problem is listed)"
+EXIT_CODES = "exit codes: 0 success, 1 the check found a problem, 2 bad input; each command's --help gives its own"
+BAD_INPUT = "2 bad input (every problem is listed)"
+SYNTH_EXITS = (
+    "exit codes: 0 written, 1 a synthesis worker process failed (the output is as it was), "
+    "2 bad input (every problem is listed; nothing is written)"
+)
 
 
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
@@ -89,8 +97,25 @@ def version_text() -> str:
     return f"themelio-gpu {__version__} (cdktf {cdktf})"
 
 
+def _not_here(paths: InputPaths) -> None:
+    """Run from a folder without the default inputs (not the checkout): one message saying where to run, instead
+    of a missing catalog and a missing stacks folder."""
+    if paths == input_paths(None, None) == DEFAULT_INPUTS and not (
+        paths.catalog.exists() or paths.stacks_dir.exists()
+    ):
+        problems = Problems()
+        problems.add(
+            f"{paths.catalog}, {paths.stacks_dir}/",
+            "",
+            f"neither is in {Path.cwd()}: run the command from the folder that holds your catalog/ and stacks/ "
+            f"(the checkout), or name them with --catalog and --stacks-dir (or ${CATALOG_ENV}, ${STACKS_DIR_ENV})",
+        )
+        problems.raise_if_any()
+
+
 def _load(args: argparse.Namespace) -> Fleet:
     paths = input_paths(args.catalog, args.stacks_dir)
+    _not_here(paths)
     fleet = load_fleet(paths.catalog, paths.stacks_dir)
     for warning in fleet.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -98,6 +123,7 @@ def _load(args: argparse.Namespace) -> Fleet:
 
 
 def _load_catalog(args: argparse.Namespace) -> Catalog:
+    _not_here(input_paths(args.catalog, None))
     path = input_paths(args.catalog, None).catalog
     problems = Problems()
     catalog = load_catalog(path, problems, display_path(path))
@@ -174,8 +200,7 @@ def synth_main(argv: Sequence[str]) -> int:
         prog="main.py",
         description="Synthesize one Terraform stack per cluster into <outdir>/stacks/<cluster>/cdk.tf.json. "
         "Other commands: python -m themelio_gpu --help",
-        epilog="exit codes: 0 written, 1 a synthesis worker process failed (the output is as it was), "
-        "2 bad input (every problem is listed; nothing is written)",
+        epilog=SYNTH_EXITS,
     )
     _synth_parser(parser)
     _add_version_flag(parser)
@@ -447,7 +472,7 @@ def _stacks_to_check(args: argparse.Namespace, tmp: Path) -> dict[str, Path]:
 
 def _resynthesize_command(args: argparse.Namespace) -> str:
     """The `main.py` command that rewrites the checked folder from the same inputs."""
-    words = ["python main.py"]
+    words = [SYNTH_COMMAND]
     if args.catalog:
         words.append(f"--catalog {args.catalog}")
     if args.stacks_dir:
@@ -458,10 +483,14 @@ def _resynthesize_command(args: argparse.Namespace) -> str:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from themelio_gpu.live.preflight import run_preflight
+    from themelio_gpu.live.preflight import KubeconfigError, run_preflight
 
     plan = _select_cluster(_load(args), args.cluster)
-    return run_preflight(plan, sys.stdout, kubeconfig=args.kubeconfig, context=args.context)
+    try:
+        return run_preflight(plan, sys.stdout, kubeconfig=args.kubeconfig, context=args.context)
+    except KubeconfigError as error:
+        print(f"preflight: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def _select_cluster(fleet: Fleet, name: str) -> ClusterPlan:
@@ -564,11 +593,20 @@ def _charts_known_values(args: argparse.Namespace) -> int:
 
 
 def _command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, details: str = ""
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    details: str = "",
+    *,
+    exits: str,
 ) -> argparse.ArgumentParser:
-    """A subcommand whose --help says what it does (`summary` also shows in the parent's command list)."""
+    """A subcommand whose --help says what it does (`summary` also shows in the parent's command list) and,
+    last, its own exit codes."""
     return commands.add_parser(
-        name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {details}".strip(), epilog=EXIT_CODES
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}. {details}".strip(),
+        epilog=exits if exits.startswith("exit codes") else f"exit codes: {exits}",
     )
 
 
@@ -582,21 +620,37 @@ def build_parser() -> argparse.ArgumentParser:
     _add_version_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    synth = _command(commands, "synth", "synthesize every cluster (what main.py does)")
+    synth = _command(commands, "synth", "synthesize every cluster (what main.py does)", exits=SYNTH_EXITS)
     _synth_parser(synth)
     synth.set_defaults(run=_synth)
 
-    validate = _command(commands, "validate", "check the catalog and every cluster definition", "Writes nothing.")
+    validate = _command(
+        commands,
+        "validate",
+        "check the catalog and every cluster definition",
+        "Writes nothing.",
+        exits=f"0 the catalog and every cluster definition are valid, {BAD_INPUT}",
+    )
     _add_input_flags(validate)
     validate.set_defaults(run=_validate)
 
-    catalog = _command(commands, "catalog", "the GPU catalog: validate, show, export, quota").add_subparsers(
-        dest="catalog_command", required=True, metavar="SUBCOMMAND"
+    catalog = _command(
+        commands,
+        "catalog",
+        "the GPU catalog: validate, show, export, quota",
+        exits="each subcommand's --help gives its own",
+    ).add_subparsers(dest="catalog_command", required=True, metavar="SUBCOMMAND")
+    cv = _command(
+        catalog, "validate", "check the catalog file alone", exits=f"0 the catalog is valid, {BAD_INPUT}"
     )
-    cv = _command(catalog, "validate", "check the catalog file alone")
     _add_input_flags(cv)
     cv.set_defaults(run=_catalog_validate)
-    cs = _command(catalog, "show", "table of offerings, products, MIG profiles, quota keys and serving clusters")
+    cs = _command(
+        catalog,
+        "show",
+        "table of offerings, products, MIG profiles, quota keys and serving clusters",
+        exits=f"0 shown, {BAD_INPUT}",
+    )
     _add_input_flags(cs)
     cs.set_defaults(run=_catalog_show)
     ce = _command(
@@ -604,12 +658,16 @@ def build_parser() -> argparse.ArgumentParser:
         "export",
         "the Kubeflow and gpuLabel files, and per cluster the Waldur, quota, Kueue and Notebooks 2.0 files",
         "Printed to stdout as one YAML stream unless --out is given.",
+        exits="0 printed (or written with --out), 2 bad input or a folder that cannot be written",
     )
     _add_input_flags(ce)
     ce.add_argument("--out", "--outdir", metavar="DIR", help="write the files into DIR instead of printing them")
     ce.set_defaults(run=_catalog_export)
     cq = _command(
-        catalog, "quota", "a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path"
+        catalog,
+        "quota",
+        "a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path",
+        exits=f"0 printed, {BAD_INPUT}",
     )
     _add_input_flags(cq)
     cq.add_argument("--cluster", required=True, help="the cluster whose DeviceClasses the quota must close")
@@ -627,6 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
         "schema",
         "rewrite the JSON Schemas of the catalog and cluster files",
         "Writes catalog/gpu-catalog.schema.json and stacks/cluster.schema.json.",
+        exits="0 written, 2 a schema file cannot be written",
     )
     schema.set_defaults(run=_schema)
 
@@ -634,6 +693,8 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "match",
         "which devices each offering's DeviceClass selects (offline dry run of the CEL selectors)",
+        exits="0 every offering's class selects devices of these slices and none overlap, 1 a problem (an empty "
+        "class of an offering whose devices are there, an overlap, a selector error), 2 bad input",
     )
     _add_input_flags(match)
     match.add_argument(
@@ -648,6 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
         "trial",
         "two or more offerings side by side on ResourceSlices: which devices each could be given",
         "Reads the catalog alone (no cluster definition); exit 1 when the trial finds a problem.",
+        exits=f"0 every device each offering selects meets its definition, 1 one does not or an offering selects "
+        f"nothing, {BAD_INPUT}",
     )
     trial.add_argument(
         "--catalog", metavar="FILE", help=f"the GPU catalog (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)"
@@ -666,6 +729,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         "exit 1 when a synthesized folder differs from what the inputs synthesize",
         "Synthesizes into a temporary folder and prints the differences and what to run.",
+        exits="0 the folder is what the inputs synthesize, 1 it differs (the differences are printed), 2 bad "
+        "input or no such folder",
     )
     _add_input_flags(check)
     check.add_argument(
@@ -681,6 +746,7 @@ def build_parser() -> argparse.ArgumentParser:
         "terraform-check",
         "terraform init, validate and plan (backend removed) on every synthesized stack",
         "Providers come from wherever Terraform gets them: the registry, or a mirror named in TF_CLI_CONFIG_FILE.",
+        exits="0 every stack passed, 1 a stack failed, 2 bad input or no terraform",
     )
     _add_input_flags(terraform)
     terraform.add_argument(
@@ -700,6 +766,8 @@ def build_parser() -> argparse.ArgumentParser:
         "preflight",
         "read-only checks of a live cluster against its definition",
         "The kubeconfig is --kubeconfig, else $KUBECONFIG, else the definition's access.kubeconfig.path.",
+        exits="0 every check passed, 1 a check failed or the cluster cannot be reached, 2 bad input or a "
+        "kubeconfig that cannot be used (missing, not a kubeconfig, no such context)",
     )
     _add_input_flags(preflight)
     preflight.add_argument("cluster", help="the cluster's name (its definition's `name`)")
@@ -712,6 +780,8 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         "render the real charts with the stack's values and prove every operand's placement",
         "Needs helm on PATH (or $HELM); reports per cluster, pool and DaemonSet; exit 1 on any failure.",
+        exits="0 every cluster proven, 1 a proof failed, 2 bad input, no chart cache, or no helm or "
+        "kubernetes-validate",
     )
     _add_input_flags(verify)
     verify.add_argument("--cluster", help="only this cluster (default: every cluster)")
@@ -724,7 +794,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=_verify)
 
     charts = _command(
-        commands, "charts", "the Helm charts the clusters pin: fetch them, tabulate a new version's values keys"
+        commands,
+        "charts",
+        "the Helm charts the clusters pin: fetch them, tabulate a new version's values keys",
+        exits="each subcommand's --help gives its own",
     ).add_subparsers(dest="charts_command", required=True, metavar="SUBCOMMAND")
     cache_help = f"the chart cache (default: ${CHART_CACHE_ENV} or {DEFAULT_CHART_CACHE})"
     fetch = _command(
@@ -733,6 +806,8 @@ def build_parser() -> argparse.ArgumentParser:
         "put the chart versions the clusters pin into the chart cache, for verify and charts known-values",
         "Pulls each with `helm pull --untar` from the repository its clusters name (NVIDIA's by default), or copies "
         "it from --from DIR; charts already in the cache are kept.",
+        exits="0 every chart is in the cache, 1 a chart could not be fetched (what to do is printed), 2 bad "
+        "input or no helm",
     )
     fetch.add_argument(
         "--stacks-dir",
@@ -756,6 +831,7 @@ def build_parser() -> argparse.ArgumentParser:
         "write the known-values table of a chart version from `helm show values` of the chart",
         "Writes themelio_gpu/plan/helm/tables/<chart>-<version>.json, the values keys validate accepts for that "
         "version; commit it.",
+        exits="0 written or up to date, 1 with --check: the table differs, 2 no such chart folder or no helm",
     )
     known.add_argument("chart", help="the chart's name, e.g. gpu-operator")
     known.add_argument("version", help="its version as clusters pin it, e.g. v26.7.0")
