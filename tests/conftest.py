@@ -1,10 +1,10 @@
 """Shared fixtures.
 
 Two fleets, never mixed up:
-- the fixture fleet (tests/fixtures/fleets/example): every test of the tool's own behaviour uses it. It is
-  loaded and synthesized once per test session (importing the provider bindings costs seconds). Those tests
-  also get THEMELIO_CATALOG and THEMELIO_STACKS_DIR pointing at it, so a command run without flags reads the
-  fixture, never the files a user edits;
+- the fixture fleet (tests/fixtures/fleets/example, frozen; see its README): every test of the tool's own
+  behaviour uses it. It is loaded and synthesized once per test session (importing the provider bindings
+  costs seconds). Those tests also get THEMELIO_CATALOG and THEMELIO_STACKS_DIR pointing at it, so a command
+  run without flags reads the fixture, never the files a user edits;
 - the user's fleet (catalog/ and stacks/, or wherever THEMELIO_* point when pytest starts): only the tests
   marked `user_fleet` (tests/test_user_fleet.py) read it, found through `user_inputs()`. Any other test that
   opens or lists a file of it (or of its snapshots) fails: a fork replaces that fleet with its own.

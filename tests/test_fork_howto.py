@@ -137,3 +137,84 @@ def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path)
     checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert re.search(r"\d+ passed", checked.stdout) and "failed" not in checked.stdout
+
+
+FOREIGN_CATALOG = """\
+# A fork's own fleet: no name (offering, class, product, quota key, cluster, pool) of the example's.
+offerings:
+  acme.example/l40s:
+    deviceClass: l40s.gpu.acme.example
+    product: l40s
+    displayName: Acme L40S
+    quota: {waldurComponent: acme_l40s}
+  acme.example/h200-slice:
+    deviceClass: h200-1g18gb.gpu.acme.example
+    product: h200-141gb
+    migProfile: 1g.18gb
+    displayName: Acme H200 slice
+    quota: {waldurComponent: acme_h200_slice, unit: slice}
+"""
+
+
+def foreign_cluster(name: str, version: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kubernetesVersion": version,
+        "access": {"kubeconfig": {"path": "~/.kube/acme", "context": name}},
+        "backend": {"type": "s3", "bucket": "acme-state", "region": "eu-north-1"},
+        "offerings": ["acme.example/l40s", "acme.example/h200-slice"],
+        "nodePools": [
+            {"name": "render", "product": "l40s", "gpusPerNode": 4, "provisioning": {"provisioned": {}}},
+            {
+                "name": "sliced",
+                "product": "h200-141gb",
+                "gpusPerNode": 8,
+                "mig": {"profile": "1g.18gb"},
+                "provisioning": {"static": {"nodes": [f"{name}-h200-1"]}},
+            },
+        ],
+    }
+
+
+def test_a_fork_with_a_fleet_of_its_own_passes_the_fleet_tests_and_records_its_snapshots(tmp_path: Path) -> None:
+    """Every example offering and cluster deleted and replaced: `make snapshots` (which runs the tool's own
+    snapshot tests too) records the fork's clusters, in environment folders, and the fleet tests pass."""
+    project = copy_project(tmp_path / "fork")
+    shutil.rmtree(project / "catalog")
+    shutil.rmtree(project / "stacks")
+    (project / "catalog").mkdir()
+    (project / "catalog" / "gpu-catalog.yaml").write_text(FOREIGN_CATALOG, encoding="utf-8")
+    clusters = {"prod/acme-fra": ("acme-fra", "1.36"), "staging/acme-fra-staging": ("acme-fra-staging", "1.37")}
+    for file, (name, version) in clusters.items():
+        path = project / "stacks" / f"{file}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(foreign_cluster(name, version), sort_keys=False), encoding="utf-8")
+    for schema, text in schema_texts().items():
+        (project / schema).write_text(text, encoding="utf-8")
+
+    fixture_snapshots = project / FIXTURE_SNAPSHOTS.relative_to(ROOT)
+    fixture_before = {p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*")}
+    recorded = pytest_in(project, make_recipe("snapshots"))
+    assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
+
+    snapshots = project / USER_SNAPSHOTS.relative_to(ROOT)
+    assert sorted(p.name for p in (snapshots / "stacks").iterdir()) == [
+        "acme-fra-staging.cdk.tf.json",
+        "acme-fra.cdk.tf.json",
+    ]
+    assert sorted(p.name for p in (snapshots / "catalog" / "clusters").iterdir()) == [
+        "acme-fra",
+        "acme-fra-staging",
+    ]
+    assert "l40s.gpu.acme.example" in (snapshots / "stacks" / "acme-fra.cdk.tf.json").read_text(encoding="utf-8")
+    assert "acme_h200_slice" in (
+        snapshots / "catalog" / "clusters" / "acme-fra" / "waldur-quota-mapping.yaml"
+    ).read_text(encoding="utf-8")
+    # The tool's own snapshots do not move with the user's fleet.
+    assert {
+        p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*")
+    } == fixture_before
+
+    checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert re.search(r"\d+ passed", checked.stdout) and "failed" not in checked.stdout
