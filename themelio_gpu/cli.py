@@ -51,7 +51,6 @@ from themelio_gpu.settings import (
     DEFAULT_OUTDIR,
     STACKS_DIR_ENV,
     SYNTH_COMMAND,
-    InputPaths,
     chart_cache,
     input_paths,
 )
@@ -97,25 +96,26 @@ def version_text() -> str:
     return f"themelio-gpu {__version__} (cdktf {cdktf})"
 
 
-def _not_here(paths: InputPaths) -> None:
+def _not_here(args: argparse.Namespace) -> None:
     """Run from a folder without the default inputs (not the checkout): one message saying where to run, instead
     of a missing catalog and a missing stacks folder."""
-    if paths == input_paths(None, None) == DEFAULT_INPUTS and not (
-        paths.catalog.exists() or paths.stacks_dir.exists()
-    ):
-        problems = Problems()
-        problems.add(
-            f"{paths.catalog}, {paths.stacks_dir}/",
-            "",
-            f"neither is in {Path.cwd()}: run the command from the folder that holds your catalog/ and stacks/ "
-            f"(the checkout), or name them with --catalog and --stacks-dir (or ${CATALOG_ENV}, ${STACKS_DIR_ENV})",
-        )
-        problems.raise_if_any()
+    named = getattr(args, "catalog", None) or getattr(args, "stacks_dir", None)
+    paths = input_paths(None, None)
+    if named or paths != DEFAULT_INPUTS or paths.catalog.exists() or paths.stacks_dir.exists():
+        return
+    problems = Problems()
+    problems.add(
+        f"{paths.catalog}, {paths.stacks_dir}/",
+        "",
+        f"neither is in {Path.cwd()}: run the command from the folder that holds your catalog/ and stacks/ "
+        f"(the checkout), or name them with --catalog and --stacks-dir (or ${CATALOG_ENV}, ${STACKS_DIR_ENV})",
+    )
+    problems.raise_if_any()
 
 
 def _load(args: argparse.Namespace) -> Fleet:
+    _not_here(args)
     paths = input_paths(args.catalog, args.stacks_dir)
-    _not_here(paths)
     fleet = load_fleet(paths.catalog, paths.stacks_dir)
     for warning in fleet.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -123,7 +123,7 @@ def _load(args: argparse.Namespace) -> Fleet:
 
 
 def _load_catalog(args: argparse.Namespace) -> Catalog:
-    _not_here(input_paths(args.catalog, None))
+    _not_here(args)
     path = input_paths(args.catalog, None).catalog
     problems = Problems()
     catalog = load_catalog(path, problems, display_path(path))

@@ -530,7 +530,9 @@ def _pydantic_message(
     if kind in ("literal_error", "enum"):
         return _one_of(value, _choices(ctx["expected"]))
     if kind == "union_tag_invalid":  # validate_model puts the discriminator key into the location
-        return _one_of(ctx["tag"], _choices(ctx["expected_tags"]))
+        key = str(ctx["discriminator"]).strip("'")
+        given = value.get(key, ctx["tag"]) if isinstance(value, Mapping) else ctx["tag"]  # ctx's tag is str()-ed
+        return _one_of(given, _choices(ctx["expected_tags"]))
     if kind == "union_tag_not_found":
         what = f"the kind of {loc[-1]}" if loc and isinstance(loc[-1], str) else "which kind it is"
         tags = _tags_under(model, loc)
