@@ -317,8 +317,8 @@ def test_kubectls_spelling_of_a_version_is_accepted(tmp_path: Path) -> None:
     (plan,) = fleet_of(tmp_path, cluster(kubernetesVersion="v1.36.0")).clusters
     assert plan.definition.kubernetes_version == "1.36.0"
     assert problems_of(tmp_path, cluster(kubernetesVersion="2.0")) == [
-        "stacks/test.yaml: kubernetesVersion: '2.0' is not a Kubernetes version like 1.34 or 1.34.2 (the v of "
-        "kubectl's v1.34.2 may stay) (line 7, column 1)"
+        "stacks/test.yaml: kubernetesVersion: '2.0' is not a Kubernetes version like 1.34 or 1.34.2 (or kubectl's "
+        "v1.34.2) (line 7, column 1)"
     ]
 
 

@@ -610,6 +610,14 @@ def _command(
     )
 
 
+def _group(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """A command of subcommands (`catalog validate`, `charts fetch`): each has its own exit codes."""
+    group = _command(commands, name, summary, exits="each subcommand's --help gives its own")
+    return group.add_subparsers(dest=f"{name}_command", required=True, metavar="SUBCOMMAND")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m themelio_gpu",
@@ -634,12 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_flags(validate)
     validate.set_defaults(run=_validate)
 
-    catalog = _command(
-        commands,
-        "catalog",
-        "the GPU catalog: validate, show, export, quota",
-        exits="each subcommand's --help gives its own",
-    ).add_subparsers(dest="catalog_command", required=True, metavar="SUBCOMMAND")
+    catalog = _group(commands, "catalog", "the GPU catalog: validate, show, export, quota")
     cv = _command(
         catalog, "validate", "check the catalog file alone", exits=f"0 the catalog is valid, {BAD_INPUT}"
     )
@@ -793,12 +796,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(run=_verify)
 
-    charts = _command(
-        commands,
-        "charts",
-        "the Helm charts the clusters pin: fetch them, tabulate a new version's values keys",
-        exits="each subcommand's --help gives its own",
-    ).add_subparsers(dest="charts_command", required=True, metavar="SUBCOMMAND")
+    charts = _group(
+        commands, "charts", "the Helm charts the clusters pin: fetch them, tabulate a new version's values keys"
+    )
     cache_help = f"the chart cache (default: ${CHART_CACHE_ENV} or {DEFAULT_CHART_CACHE})"
     fetch = _command(
         charts,
@@ -831,7 +831,8 @@ def build_parser() -> argparse.ArgumentParser:
         "write the known-values table of a chart version from `helm show values` of the chart",
         "Writes themelio_gpu/plan/helm/tables/<chart>-<version>.json, the values keys validate accepts for that "
         "version; commit it.",
-        exits="0 written or up to date, 1 with --check: the table differs, 2 no such chart folder or no helm",
+        exits="0 written or up to date, 1 with --check: the table differs, 2 no such chart folder (or another "
+        "chart in it) or no helm",
     )
     known.add_argument("chart", help="the chart's name, e.g. gpu-operator")
     known.add_argument("version", help="its version as clusters pin it, e.g. v26.7.0")

@@ -147,10 +147,6 @@ MAX_VALUES = 100_000
 refused."""
 
 
-def _size(count: int) -> str:
-    return f"{count / 1_000_000:.1f} MB" if count >= 1_000_000 else f"{count / 1000:.0f} KB"
-
-
 def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
     """The text of an input file, or None with a problem saying why it cannot be one."""
     try:
@@ -167,7 +163,7 @@ def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
         return None
     if len(raw) > MAX_FILE_BYTES:
         try:
-            size = f"{_size(path.stat().st_size)}, "
+            size = f"{path.stat().st_size / 1_000_000:.1f} MB, "
         except OSError:
             size = ""
         problems.add(
@@ -395,13 +391,21 @@ def _type_under(annotation: Any, part: str | int) -> Any:
     return None
 
 
-def allowed_keys(model: type[BaseModel], location: Sequence[str | int]) -> list[str]:
-    """The keys a file may have at `location` (the parent of an unknown key), as the user spells them."""
+def _annotation_at(model: type[BaseModel], location: Sequence[str | int]) -> Any:
+    """The type of what sits at `location` in a file of `model` (None when unknown)."""
     annotation: Any = model
     for part in location:
         annotation = _type_under(annotation, part)
         if annotation is None:
-            return []
+            return None
+    return annotation
+
+
+def allowed_keys(model: type[BaseModel], location: Sequence[str | int]) -> list[str]:
+    """The keys a file may have at `location` (the parent of an unknown key), as the user spells them."""
+    annotation = _annotation_at(model, location)
+    if annotation is None:
+        return []
     keys: list[str] = []
     for candidate in _flatten(annotation):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
@@ -472,13 +476,9 @@ def _one_of(value: Any, choices: Sequence[str]) -> str:
 
 def _tags_under(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
     """The `type` values of the models a discriminated union at `loc` takes (the backend kinds, ...)."""
-    annotation: Any = model
-    for part in loc:
-        annotation = _type_under(annotation, part)
-        if annotation is None:
-            return []
+    annotation = _annotation_at(model, loc)
     tags: list[str] = []
-    for candidate in _flatten(annotation):
+    for candidate in _flatten(annotation) if annotation is not None else ():
         if isinstance(candidate, type) and issubclass(candidate, BaseModel) and "type" in candidate.model_fields:
             tags += [str(tag) for tag in get_args(candidate.model_fields["type"].annotation)]
     return tags

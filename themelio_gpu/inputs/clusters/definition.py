@@ -409,9 +409,7 @@ class ClusterDefinition(Strict):
     @classmethod
     def _version(cls, value: str) -> str:
         if not re.fullmatch(r"v?1\.\d{1,2}(\.\d+)?", value):
-            raise ValueError(
-                f"{value!r} is not a Kubernetes version like 1.34 or 1.34.2 (the v of kubectl's v1.34.2 may stay)"
-            )
+            raise ValueError(f"{value!r} is not a Kubernetes version like 1.34 or 1.34.2 (or kubectl's v1.34.2)")
         return value.removeprefix("v")
 
     @property
