@@ -18,6 +18,7 @@ from tests.conftest import ROOT
 from themelio_gpu import __version__
 from themelio_gpu.cli import CONTRACT_FILES, build_parser, export_files
 from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -160,7 +161,7 @@ def test_run_from_another_folder_it_says_where_to_run(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.splitlines()[0] == (
-        f"catalog/gpu-catalog.yaml, stacks/: neither is in {tmp_path}: run the command from the folder that holds "
+        f"{DEFAULT_CATALOG}, {DEFAULT_STACKS_DIR}/: neither is in {tmp_path}: run the command from the folder that holds "
         "your catalog/ and stacks/ (the checkout), or name them with --catalog and --stacks-dir (or "
         "$THEMELIO_CATALOG, $THEMELIO_STACKS_DIR)"
     )

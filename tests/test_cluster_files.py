@@ -84,7 +84,7 @@ def test_one_name_in_two_environment_folders_is_refused(tmp_path: Path) -> None:
 def test_yaml_files_that_are_no_cluster_are_errors_not_ignored(tmp_path: Path) -> None:
     stacks = tmp_path / "stacks"
     write(stacks / "gpu.yaml", cluster(name="gpu"))
-    (stacks / "gpu-catalog.yaml").write_text(EXAMPLE_CATALOG.read_text(encoding="utf-8"), encoding="utf-8")
+    (stacks / "moved-catalog.yaml").write_text(EXAMPLE_CATALOG.read_text(encoding="utf-8"), encoding="utf-8")
     schema = json.loads(schema_texts()[Path("stacks/cluster.schema.json")])
     write(stacks / "cluster.schema.yaml", schema)
     write(stacks / "values.yaml", {"driver": {"enabled": False}, "toolkit": {"enabled": True}})
@@ -94,10 +94,10 @@ def test_yaml_files_that_are_no_cluster_are_errors_not_ignored(tmp_path: Path) -
         "stacks/cluster.schema.yaml: not a cluster definition: its keys ($defs, $schema, additionalProperties, properties, required, title, ...) "
         "are none of a cluster's (name, kubernetesVersion, access, backend, "
         f"offerings, nodePools, ...); {move}",
-        "stacks/gpu-catalog.yaml: this is a GPU catalog, not a cluster definition (the catalog is one file, "
-        f"--catalog); {move}",
         "stacks/list.yaml: not a cluster definition: the file holds a list, not a mapping of keys (name, "
         f"kubernetesVersion, access, backend, offerings, nodePools, ...); {move}",
+        "stacks/moved-catalog.yaml: this is a GPU catalog, not a cluster definition (the catalog is one file, "
+        f"--catalog); {move}",
         "stacks/values.yaml: not a cluster definition: its keys (driver, toolkit) are none of a cluster's (name, "
         f"kubernetesVersion, access, backend, offerings, nodePools, ...); {move}",
     ]
