@@ -20,7 +20,7 @@ from themelio_gpu.inputs.yaml_input import (
     parse_yaml_document,
 )
 from themelio_gpu.plan.fleet import load_fleet
-from themelio_gpu.plan.kubernetes_version import NEWEST_KNOWN_MINOR
+from themelio_gpu.plan.kubernetes_version import NEWEST_KNOWN_MINOR, OLDEST_VALIDATED_MINOR
 
 CLUSTER = """\
 name: gpu-a
@@ -328,9 +328,15 @@ def test_a_version_newer_than_any_known_is_planned_with_a_warning(
     fleet = fleet_of(tmp_path, cluster(kubernetesVersion="1.99"), cluster(name="known"))
     assert [str(w).replace(f"{tmp_path}/", "") for w in fleet.warnings] == [
         "stacks/test.yaml: kubernetesVersion: Kubernetes 1.99 is newer than any version this tool knows (1.37): the "
-        "stack is planned as for 1.37, and verify checks it against the 1.37 schemas. If 1.99 is a typo, correct "
-        "it; if it is real, read its release notes for changes to DRA before deploying, and update this tool "
-        "(line 7, column 1)"
+        "stack is planned by the rules of 1.37, and verify cannot check it (its schemas end at 1.37). If 1.99 is a "
+        "typo, correct it; if it is real, read its release notes for changes to DRA before deploying, and update "
+        "this tool (line 7, column 1)"
+    ]
+    old = cluster(kubernetesVersion="1.20", nodePools=[{**cluster()["nodePools"][0], "dra": False}])
+    old["offerings"] = ["nvidia.com/gpu"]
+    assert [str(w).replace(f"{tmp_path}/", "") for w in fleet_of(tmp_path, old).warnings] == [
+        "stacks/test.yaml: kubernetesVersion: Kubernetes 1.20 is older than any version verify can check (1.25: "
+        "its schemas start there). If 1.20 is a typo, correct it (line 7, column 1)"
     ]
     (tmp_path / "cli").mkdir()
     catalog, stacks = write_fleet(tmp_path / "cli", [cluster(kubernetesVersion="1.99")])
@@ -346,3 +352,4 @@ def test_the_newest_known_version_is_kubernetes_validates_newest() -> None:
     import kubernetes_validate
 
     assert str(kubernetes_validate.latest_version()).split(".")[:2] == ["1", str(NEWEST_KNOWN_MINOR)]
+    assert str(kubernetes_validate.utils.all_versions()[0]).split(".")[:2] == ["1", str(OLDEST_VALIDATED_MINOR)]

@@ -533,3 +533,19 @@ def test_helm_is_not_needed_to_list_the_command() -> None:
         check=False,
     )
     assert result.returncode == 0 and "--charts" in result.stdout
+
+
+@pytest.mark.parametrize(("version", "message"), [("1.20", "(oldest: 1.25.0)"), ("1.99", "(newest: 1.37.0)")])
+def test_a_version_without_schemas_fails_the_proof_with_a_message(
+    helm: str, charts: Path, tmp_path: Path, version: str, message: str
+) -> None:
+    pool = {**cluster()["nodePools"][0], "dra": False}
+    catalog, stacks = write_fleet(
+        tmp_path, [cluster(kubernetesVersion=version, offerings=["nvidia.com/gpu"], nodePools=[pool])]
+    )
+    result = run_cli(
+        "--catalog", str(catalog), "--stacks-dir", str(stacks), "--charts", str(charts), env={"HELM": helm}
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"has no schemas for Kubernetes {version} {message}" in result.stdout
+    assert f"warning: {stacks}/test.yaml: kubernetesVersion: Kubernetes {version} is " in result.stderr
