@@ -140,6 +140,14 @@ def test_fetch_from_a_folder_copies_every_known_chart(
         f"dra-driver-nvidia-gpu 0.4.1: FAILED: {sparse}/dra-driver-nvidia-gpu-0.4.1: no such chart folder (--from "
         "holds <chart>-<version> folders)"
     ) in capsys.readouterr().out
+    (cache / "gpu-operator-v26.7.0" / "Chart.yaml").write_text("name: gpu-operator\nversion: v26.6.0\n")
+    assert (
+        main(["charts", "fetch", "--stacks-dir", str(stacks), "--from", str(sparse), "--cache", str(cache)]) == 1
+    )
+    assert (
+        f"gpu-operator v26.7.0: FAILED: {cache}/gpu-operator-v26.7.0/Chart.yaml: is gpu-operator v26.6.0, not "
+        f"gpu-operator v26.7.0; remove {cache}/gpu-operator-v26.7.0 and fetch again"
+    ) in capsys.readouterr().out
     assert main(["charts", "fetch", "--from", str(tmp_path / "nope")]) == 2
     assert f"command line: --from {tmp_path}/nope: no such folder of chart folders" in capsys.readouterr().err
 

@@ -121,11 +121,15 @@ def fetch_charts(
     offline = False
     for ref in refs:
         target = cache / ref.folder
-        try:
-            if target.is_dir():
+        if target.is_dir():
+            try:
                 check_chart_folder(target, ref.chart, ref.version)
                 print(f"{ref}: already in {display_path(target)}", file=out)
-                continue
+            except ChartError as error:
+                ok = False
+                print(f"{ref}: FAILED: {error}; remove {display_path(target)} and fetch again", file=out)
+            continue
+        try:
             cache.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(prefix=".fetching-", dir=cache) as staging:
                 if source is not None:
