@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: setup synth synth-python validate test lint snapshots bench schemas lock render-gpucluster verify verify-fixtures terraform-check terraform-check-fixtures
+.PHONY: setup synth synth-python validate test lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -40,7 +40,7 @@ lint: .venv/.synced
 test: lint
 	$(VENV)/pytest
 
-# The GPUCluster mode rendered with the real gpu-operator v26.7.0 chart (needs helm and ../shared/reference/charts).
+# The GPUCluster mode rendered with the real gpu-operator v26.7.0 chart (a test: needs helm and ../shared/reference/charts).
 render-gpucluster: .venv/.synced
 	$(VENV)/pytest tests/test_gpu_operator_mode_render.py
 
@@ -53,17 +53,27 @@ snapshots: .venv/.synced
 	$(VENV)/pytest -q --update-snapshots tests/test_user_fleet.py tests/test_stacks.py tests/test_contracts.py tests/test_trial.py
 	@git status --short tests/snapshots 2>/dev/null || true
 
-# Renders the real NVIDIA charts (helm on PATH) with each example cluster's values and proves every
-# operand's placement on every GPU pool (README "verify").
-verify: .venv/.synced
-	$(VENV)/python -m themelio_gpu verify --charts ../shared/reference/charts
+# The chart versions your clusters pin, into the chart cache (.cache/charts) with `helm pull` from NVIDIA's
+# repositories; `make charts CHARTS_FROM=DIR` copies them from a folder of <chart>-<version> chart folders
+# instead (CI: CHARTS_FROM=../shared/reference/charts). `charts-all`: every version with a known-values table.
+CHARTS_FROM ?=
+charts: .venv/.synced
+	$(VENV)/python -m themelio_gpu charts fetch $(if $(CHARTS_FROM),--from $(CHARTS_FROM))
+
+charts-all: .venv/.synced
+	$(VENV)/python -m themelio_gpu charts fetch --all-known $(if $(CHARTS_FROM),--from $(CHARTS_FROM))
+
+# Renders the real NVIDIA charts (helm on PATH) from the chart cache with each cluster's values and proves
+# every operand's placement on every GPU pool (README "verify").
+verify: charts
+	$(VENV)/python -m themelio_gpu verify
 
 # The same on every fixture fleet: each must pass, except breaking-overrides, which must fail.
-verify-fixtures: .venv/.synced
+verify-fixtures: charts-all
 	@out=$$(mktemp); for fleet in tests/fixtures/fleets/*/; do \
 	  case $$fleet in *breaking-*) want=1 ;; *) want=0 ;; esac; \
 	  status=0; $(VENV)/python -m themelio_gpu verify --catalog $${fleet}catalog/gpu-catalog.yaml \
-	    --stacks-dir $${fleet}stacks --charts ../shared/reference/charts > $$out 2>&1 || status=$$?; \
+	    --stacks-dir $${fleet}stacks > $$out 2>&1 || status=$$?; \
 	  echo "$$fleet: $$(tail -n 1 $$out)"; \
 	  if [ $$status -ne $$want ]; then cat $$out; echo "$$fleet: verify exited $$status, expected $$want"; \
 	    rm -f $$out; exit 1; fi; \

@@ -63,16 +63,28 @@ tools() {
   fi
 }
 
+# `.venv/bin/python -m themelio_gpu` from any folder (a fleet's own repository, a CI job's work folder): this
+# checkout on the venv's import path, as an editable install would put it. Written on every run, so a moved
+# checkout is found again.
+import_path() {
+  local site
+  for site in .venv/lib/python3*/site-packages; do
+    if [[ -d $site ]]; then printf '%s\n' "$PWD" >"$site/themelio-gpu-stacks.pth"; fi
+  done
+}
+
 python_env() {
   if up_to_date Pipfile.lock .venv/.synced; then
     say ".venv is up to date with Pipfile.lock"
     touch .venv/.synced
+    import_path
     return
   fi
   hold_lock python
   if up_to_date Pipfile.lock .venv/.synced; then # another setup finished while we waited
     say ".venv was brought up to date with Pipfile.lock meanwhile"
     touch .venv/.synced
+    import_path
     return
   fi
   tools
@@ -82,6 +94,7 @@ python_env() {
   # Verbosity 0 (the Makefile silences pipenv elsewhere): its "Installing dependencies ..." lines are progress.
   LANG=${LANG:-C.UTF-8} PIPENV_VERBOSITY=0 "$PIPENV_BIN" sync --dev
   stamp_of Pipfile.lock >.venv/.synced
+  import_path
   say "[3/3] .venv is ready: $(.venv/bin/python --version 2>&1), packages of Pipfile.lock"
 }
 

@@ -12,7 +12,10 @@ from tests.conftest import EXAMPLE_CATALOG
 from themelio_gpu.inputs.problems import InputError
 from themelio_gpu.plan.fleet import Fleet, load_fleet
 
-__all__ = ["EXAMPLE_CATALOG", "cluster", "fleet_of", "problems_of", "write_fleet"]
+__all__ = ["EXAMPLE_CATALOG", "PYDANTIC_WORDS", "cluster", "fleet_of", "problems_of", "write_fleet"]
+
+PYDANTIC_WORDS = ("Input should", "valid dictionary", "instance of", "after validation", "Value error", "Tuple ")
+"""pydantic's own wording: a message holding any was not written for the user."""
 
 
 def cluster(**overrides: Any) -> dict[str, Any]:
@@ -46,10 +49,22 @@ def cluster(**overrides: Any) -> dict[str, Any]:
 def write_fleet(
     tmp_path: Path, clusters: list[dict[str, Any]], catalog: dict[str, Any] | Path = EXAMPLE_CATALOG
 ) -> tuple[Path, Path]:
+    """Each cluster in `stacks/<name>.yaml`, replacing what an earlier call wrote there; a name given again goes
+    into a folder of its own, `stacks/again-<n>/` (as two environments' folders can hold one name)."""
     stacks = tmp_path / "stacks"
+    if stacks.is_dir():
+        for old in [*stacks.glob("*.yaml"), *stacks.glob("again-*/*.yaml")]:
+            old.unlink()
     stacks.mkdir(exist_ok=True)
+    written: set[str] = set()
     for index, item in enumerate(clusters):
-        (stacks / f"{index:02d}-{item.get('name', 'x')}.yaml").write_text(yaml.safe_dump(item), encoding="utf-8")
+        name = str(item.get("name", "x"))
+        file = stacks / f"{name}.yaml"
+        if name in written:
+            file = stacks / f"again-{index}" / f"{name}.yaml"
+            file.parent.mkdir(exist_ok=True)
+        written.add(name)
+        file.write_text(yaml.safe_dump(item), encoding="utf-8")
     if isinstance(catalog, Path):
         return catalog, stacks
     path = tmp_path / "catalog.yaml"

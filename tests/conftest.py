@@ -1,18 +1,24 @@
 """Shared fixtures.
 
 Two fleets, never mixed up:
-- the fixture fleet (tests/fixtures/fleets/example): every test of the tool's own behaviour uses it. It is
-  loaded and synthesized once per test session (importing the provider bindings costs seconds). Those tests
-  also get THEMELIO_CATALOG and THEMELIO_STACKS_DIR pointing at it, so a command run without flags reads the
-  fixture, never the files a user edits;
+- the fixture fleet (tests/fixtures/fleets/example, frozen; see its README): every test of the tool's own
+  behaviour uses it. It is loaded and synthesized once per test session (importing the provider bindings
+  costs seconds). Those tests also get THEMELIO_CATALOG and THEMELIO_STACKS_DIR pointing at it, so a command
+  run without flags reads the fixture, never the files a user edits;
 - the user's fleet (catalog/ and stacks/, or wherever THEMELIO_* point when pytest starts): only the tests
-  marked `user_fleet` (tests/test_user_fleet.py) read it, found through `user_inputs()`.
+  marked `user_fleet` (tests/test_user_fleet.py) read it, found through `user_inputs()`. Any other test that
+  opens or lists a file of it (or of its snapshots) fails: a fork replaces that fleet with its own.
+
+And the run leaves the checkout as it found it: a file or folder that appears in it during the run (outside
+the tools' caches, and outside tests/snapshots when recording them) fails the session. Tests write into
+`tmp_path`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.checkout import UserFleetGuard, checkout_paths
+from themelio_gpu.outputs.schemas import schema_texts
 from themelio_gpu.plan.fleet import Fleet, load_fleet
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, InputPaths, input_paths
 
@@ -52,6 +60,13 @@ def user_inputs() -> InputPaths:
     return InputPaths(catalog=ROOT / paths.catalog, stacks_dir=ROOT / paths.stacks_dir)
 
 
+USER_FLEET_GUARD = UserFleetGuard(
+    protected=(user_inputs().catalog, user_inputs().stacks_dir, ROOT / "catalog", ROOT / "stacks", USER_SNAPSHOTS),
+    allowed=[ROOT / path for path in schema_texts()],  # written by the tool (`make schemas`), not by the user
+)
+_CHECKOUT_BEFORE = pytest.StashKey[set[str]]()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-snapshots",
@@ -61,7 +76,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "user_fleet: reads the user's catalog/ and stacks/ (follows their fleet)")
+    config.addinivalue_line(
+        "markers", "user_fleet: reads the user's catalog/ and stacks/ (follows their fleet; passes for any fleet)"
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_CHECKOUT_BEFORE] = checkout_paths(ROOT)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    # Setup (session and module fixtures included), call and teardown of the test run under the guard.
+    USER_FLEET_GUARD.test = None if item.get_closest_marker("user_fleet") else item.nodeid
+    try:
+        yield
+    finally:
+        USER_FLEET_GUARD.test = None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    failures = list(USER_FLEET_GUARD.reads)
+    recording = [SNAPSHOTS] if session.config.getoption("--update-snapshots") else []
+    before = session.config.stash.get(_CHECKOUT_BEFORE, None)
+    left = sorted(checkout_paths(ROOT, skip=recording) - before) if before is not None else []
+    if left:
+        shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+        failures.append(f"the tests left {len(left)} new path(s) in the checkout (write into tmp_path): {shown}")
+    if failures:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for line in failures:
+            if reporter is not None:
+                reporter.write_line(f"FAILED (checkout): {line}", red=True)
+            else:
+                print(f"FAILED (checkout): {line}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

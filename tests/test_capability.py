@@ -291,7 +291,7 @@ def test_coverage_explains_why_no_pool_meets_a_capability(tmp_path: Path) -> Non
     pools = [{"name": "small", "product": "a10g", "gpusPerNode": 4, "provisioning": {"provisioned": {}}}]
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/gpu-48gb"], nodePools=pools), catalog=catalog)
     assert problems == [
-        "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/gpu-48gb: "
+        "stacks/test.yaml: offerings[0]: no node pool can provide nvidia.com/gpu-48gb: "
         "pool small: it publishes 22.49 GiB, below 48Gi (line 16, column 3)"
     ]
 
@@ -308,7 +308,7 @@ def test_coverage_of_a_mig_capability_needs_a_layout_with_qualifying_profiles(tm
     small["provisioning"] = {"provisioned": {}}
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/mig-big"], nodePools=[small]), catalog=data)
     assert problems == [
-        "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/mig-big: "
+        "stacks/test.yaml: offerings[0]: no node pool can provide nvidia.com/mig-big: "
         "pool sliced has no MIG devices that can meet it (1g.5gb) (line 18, column 3)"
     ]
     balanced = {**small, "mig": {"config": "all-balanced"}}
@@ -324,7 +324,7 @@ def test_device_plugin_pools_do_not_serve_a_capability_name(tmp_path: Path) -> N
     legacy["provisioning"] = {"provisioned": {}}
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/cap"], nodePools=[legacy]), catalog=data)
     assert problems == [
-        "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/cap: "
+        "stacks/test.yaml: offerings[0]: no node pool can provide nvidia.com/cap: "
         "pool legacy uses the device plugin, which advertises nvidia.com/gpu, not nvidia.com/cap (line 17, column 3)"
     ]
 
@@ -453,7 +453,7 @@ CAP = 'offerings["nvidia.com/cap"].capability'
         ),
         (
             {"capability": {"products": ["b300"]}},
-            f"line 5: {CAP}.products[0]: unknown product 'b300'; known: a10g, l4, l40s, a30, a100-40gb, a100-80gb, "
+            f"line 5: {CAP}.products[0]: unknown product 'b300' (did you mean b200?); known: a10g, l4, l40s, a30, a100-40gb, a100-80gb, "
             "h100-80gb, h100-nvl, h200-141gb, b200 (or declare it under products:)",
         ),
         (
@@ -471,7 +471,7 @@ CAP = 'offerings["nvidia.com/cap"].capability'
         ),
         (
             {"capability": {"minMemory": "8Gi", "type": "vgpu"}},
-            f"line 5: {CAP}.type: Input should be 'gpu' or 'mig'",
+            f"line 5: {CAP}.type: must be one of gpu, mig, not the text 'vgpu' (did you mean gpu?)",
         ),
         (
             {"capability": {"products": ["a10g"], "type": "mig"}},
@@ -522,7 +522,7 @@ def test_a_capability_for_hardware_not_in_the_table_is_kept_and_judged_on_pools(
     pools = [{"name": "b200", "product": "b200", "gpusPerNode": 8, "provisioning": {"provisioned": {}}}]
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/huge"], nodePools=pools), catalog=data)
     assert problems == [
-        "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/huge: "
+        "stacks/test.yaml: offerings[0]: no node pool can provide nvidia.com/huge: "
         "pool b200: it publishes 179.1 GiB, below 1Ti (line 16, column 3)"
     ]
 

@@ -176,7 +176,7 @@ def test_chart_serves_only_nvidia_gpu_and_only_whole_gpus(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("changes", "location", "message"),
     [
-        ({"product": "a200"}, "product", "unknown product 'a200'; known: a10g, l4"),
+        ({"product": "a200"}, "product", "unknown product 'a200' (did you mean b200?); known: a10g, l4"),
         ({"product": "a10g", "migProfile": "1g.5gb"}, "migProfile", "NVIDIA A10G 24GB has no MIG support"),
         ({"migProfile": "1g.10gb+me"}, "migProfile", "has no MIG profile '1g.10gb+me'; valid: 1g.5gb, 1g.5gb+me"),
         ({"product": None}, "product", "required: one of a10g"),
@@ -186,10 +186,10 @@ def test_chart_serves_only_nvidia_gpu_and_only_whole_gpus(tmp_path: Path) -> Non
         ({"constraints": {"minDriverVersion": "r570"}}, "constraints.minDriverVersion", "is not a version"),
         ({"replacedBy": "nvidia.com/h100"}, "replacedBy", "only a deprecated offering can be replaced"),
         ({"placement": {"nodeSelector": {"accelerator": "x" * 64}}}, "placement.nodeSelector", "longer than 63"),
-        ({"lifecycle": "retired"}, "lifecycle", "Input should be 'active' or 'deprecated'"),
+        ({"lifecycle": "retired"}, "lifecycle", "must be one of active, deprecated, not the text 'retired'"),
         ({"qouta": {"waldurComponent": "x"}}, "qouta", "unknown key"),
         ({"quota": {"waldurComponent": "gpu_a100", "units": "GPU"}}, "quota.units", "unknown key"),
-        ({"displayName": 5}, "displayName", "Input should be a valid string"),
+        ({"displayName": 5}, "displayName", 'must be text: YAML reads the unquoted 5 as a number; quote it: "5"'),
     ],
 )
 def test_offering_rules(tmp_path: Path, changes: dict[str, Any], location: str, message: str) -> None:
@@ -226,7 +226,7 @@ def test_every_problem_is_reported_in_one_run(tmp_path: Path) -> None:
         ("offerings: [\n", "catalog.yaml: line 2, column 1: invalid YAML"),
         ("offerings: {}\n", "catalog.yaml: offerings: the catalog has no offerings"),
         ("offering: {}\n", "catalog.yaml: offering: unknown key"),
-        ("- a\n", "catalog.yaml: Input should be a valid dictionary"),
+        ("- a\n", "catalog.yaml: the file must be a mapping (key: value lines), not a list"),
     ],
 )
 def test_malformed_files(tmp_path: Path, text: str, message: str) -> None:

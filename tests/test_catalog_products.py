@@ -109,7 +109,7 @@ def test_pools_resolve_against_the_merged_table(tmp_path: Path) -> None:
     pools[0]["product"] = "rtx-pro-7000"
     problems = problems_of(tmp_path, cluster(offerings=offerings[1:], nodePools=pools), catalog=catalog)
     assert problems == [
-        "stacks/00-test.yaml: nodePools[0].product: unknown product 'rtx-pro-7000'; known: a10g, l4, l40s, a30, "
+        "stacks/test.yaml: nodePools[0].product: unknown product 'rtx-pro-7000' (did you mean rtx-pro-6000?); known: a10g, l4, l40s, a30, "
         "a100-40gb, a100-80gb, h100-80gb, h100-nvl, h200-141gb, b200, rtx-pro-6000 (or declare it under products:) "
         "(line 12, column 3)"
     ]
@@ -255,8 +255,7 @@ RTX = "catalog.yaml: line {}: products.rtx-pro-6000"
         ),
         (
             bad(migProfiles={"2g.48gb": "two"}, migLayouts={}),
-            RTX.format(13)
-            + '.migProfiles["2g.48gb"]: Input should be a valid integer, unable to parse string as an integer',
+            RTX.format(13) + ".migProfiles[\"2g.48gb\"]: must be a whole number, not the text 'two'",
         ),
     ],
 )
@@ -284,7 +283,7 @@ def test_a_product_without_architecture_meets_no_capability_that_tests_it(tmp_pa
     pools = [{"name": "rtx", "product": "rtx-pro-6000", "gpusPerNode": 2, "provisioning": {"provisioned": {}}}]
     problems = problems_of(tmp_path, cluster(offerings=["nvidia.com/blackwell"], nodePools=pools), catalog=catalog)
     assert problems == [
-        "stacks/00-test.yaml: offerings[0]: no node pool can provide nvidia.com/blackwell: pool rtx: architecture "
+        "stacks/test.yaml: offerings[0]: no node pool can provide nvidia.com/blackwell: pool rtx: architecture "
         "unknown (products.rtx-pro-6000.architecture) is not Blackwell (line 16, column 3)"
     ]
 

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.builders import PYDANTIC_WORDS
 from themelio_gpu.inputs.catalog.catalog import resolve_catalog
 from themelio_gpu.inputs.catalog.model import CatalogFile
 from themelio_gpu.inputs.catalog.products import PRODUCTS
@@ -132,6 +133,7 @@ def check(data: Any) -> None:
         assert problem.file == FILE
         assert problem.message.strip()
         assert "Traceback" not in problem.message
+        assert not [word for word in PYDANTIC_WORDS if word in problem.message], problem.message
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -44,7 +44,7 @@ def test_removing_a_cluster_is_exit_0_and_names_the_folder_the_cli_deletes(
     fleet_and_output: tuple[Path, Path, Path],
 ) -> None:
     catalog, stacks, out = fleet_and_output
-    (stacks / "01-lab.yaml").unlink()
+    (stacks / "lab.yaml").unlink()
     result = _cdktf_synth(catalog, stacks, out)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"cdktf synth removes {out / 'stacks' / 'lab'}: cluster lab is no longer defined" in result.stdout
@@ -59,7 +59,7 @@ def test_a_removed_cluster_whose_folder_holds_state_stops_the_cli_before_anythin
     state = out / "stacks" / "lab" / "terraform.tfstate"
     state.write_text("{}")
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    (stacks / "01-lab.yaml").unlink()
+    (stacks / "lab.yaml").unlink()
     result = _cdktf_synth(catalog, stacks, out)
     assert result.returncode != 0
     output = result.stdout + result.stderr

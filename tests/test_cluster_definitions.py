@@ -160,7 +160,11 @@ def test_access_needs_exactly_one_method(tmp_path: Path) -> None:
             "must be relative to the stack directory",
         ),
         ({"type": "s3", "bucket": "b"}, "backend.s3.region", "required key is missing"),
-        ({"type": "consul"}, "backend", "does not match any of the expected tags"),
+        (
+            {"type": "consul"},
+            "backend.type",
+            "must be one of local, s3, gcs, azurerm, kubernetes, http, cloud, remote",
+        ),
         (
             {"type": "http", "address": "https://user:pw@state.example.com"},
             "backend.address",
@@ -188,9 +192,10 @@ def test_unknown_offering_and_alias_listed_instead_of_offering(tmp_path: Path) -
 
 def test_two_clusters_with_one_name(tmp_path: Path) -> None:
     problems = problems_of(tmp_path, cluster(), cluster())
-    assert any(p.startswith("stacks/01-test.yaml: name: cluster 'test' is also defined in") for p in problems), (
-        problems
-    )
+    assert any(
+        p.startswith("stacks/test.yaml: name: cluster 'test' is also defined in stacks/again-1/test.yaml")
+        for p in problems
+    ), problems
 
 
 def test_problems_of_every_file_are_reported_together(tmp_path: Path) -> None:
@@ -201,15 +206,19 @@ def test_problems_of_every_file_are_reported_together(tmp_path: Path) -> None:
         {"name": "three", "unknownKey": 1},
     )
     files = {p.split(":")[0] for p in problems}
-    assert files == {"stacks/00-one.yaml", "stacks/01-two.yaml", "stacks/02-three.yaml"}
+    assert files == {"stacks/one.yaml", "stacks/two.yaml", "stacks/three.yaml"}
 
 
 @pytest.mark.parametrize(
     ("changes", "location", "message"),
     [
         ({"kubernetesVersion": "latest"}, "kubernetesVersion", "is not a Kubernetes version like 1.34"),
-        ({"offerings": "nvidia.com/a100"}, "offerings", "Input should be a valid"),
-        ({"nodePools": []}, "nodePools", "at least 1 item"),
+        (
+            {"offerings": "nvidia.com/a100"},
+            "offerings",
+            "must be a list (`- item` lines, or [a, b]), not the text",
+        ),
+        ({"nodePools": []}, "nodePools", "needs at least 1 item; the list is empty"),
         ({"name": "Prod_East"}, "name", "is not a DNS-1123 label"),
         (
             {"draDriver": {"namespace": "default"}},
@@ -223,7 +232,7 @@ def test_problems_of_every_file_are_reported_together(tmp_path: Path) -> None:
         ),
         (
             {"gpuOperator": {"values": {"operator": {"defaultRuntime": "containerd"}}}},
-            "gpuOperator.values",
+            "gpuOperator.values.operator.defaultRuntime",
             "unknown values key operator.defaultRuntime",
         ),
     ],
@@ -272,7 +281,7 @@ def test_cluster_rules(tmp_path: Path, changes: dict[str, Any], location: str, m
                 }
             },
             "access.api.exec.apiVersion",
-            "Input should be 'client.authentication.k8s.io/v1beta1' or 'client.authentication.k8s.io/v1'",
+            "must be one of client.authentication.k8s.io/v1beta1, client.authentication.k8s.io/v1, not the text",
         ),
         (
             {

@@ -11,6 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.builders import PYDANTIC_WORDS
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS
 from themelio_gpu.inputs.problems import InputError
 from themelio_gpu.plan.fleet import load_fleet
@@ -72,3 +73,4 @@ def test_any_mangled_cluster_is_planned_or_refused_with_messages(tmp_path: Path,
     except InputError as error:
         assert error.problems
         assert "eyJhbGciOiJIUzI1NiJ9" not in error.render()  # a refused secret is never printed
+        assert not [word for word in PYDANTIC_WORDS if word in error.render()], error.render()

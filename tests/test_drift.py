@@ -108,7 +108,7 @@ def test_following_checks_advice_after_deleting_a_cluster_makes_check_pass(
     advice = re.search(r"run `([^`]+)`", report)
     assert advice is not None, report
     command = shlex.split(advice.group(1))
-    assert command[:2] == ["python", "main.py"]
+    assert command[:2] == [".venv/bin/python", "main.py"]  # as the README runs it
     result = subprocess.run([sys.executable, *command[1:]], cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert f"cluster {name} is no longer defined" in result.stdout

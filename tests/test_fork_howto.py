@@ -42,20 +42,29 @@ def copy_project(target: Path) -> Path:
     for the example fleet, and this test must not change with anyone's fleet.
     """
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
-    for folder in ("themelio_gpu", "tests"):
-        shutil.copytree(ROOT / folder, target / folder, ignore=ignore)
+    shutil.copytree(ROOT / "themelio_gpu", target / "themelio_gpu", ignore=ignore)
+    # The tests without this checkout's user-fleet snapshots: they belong to its fleet, not to the fork's.
+    shutil.copytree(
+        ROOT / "tests",
+        target / "tests",
+        ignore=lambda folder, names: [*ignore(folder, names), *_user_snapshots(names, folder)],
+    )
     for file in ("main.py", "pyproject.toml", "Makefile", "cdktf.json"):
         shutil.copy2(ROOT / file, target / file)
     shutil.copytree(EXAMPLE_CATALOG.parent, target / "catalog")
     shutil.copytree(EXAMPLE_STACKS, target / "stacks")
-    for schema in schema_texts():
-        shutil.copy2(ROOT / schema, target / schema)
-    user_snapshots = target / USER_SNAPSHOTS.relative_to(ROOT)
-    shutil.rmtree(user_snapshots)
-    shutil.copytree(FIXTURE_SNAPSHOTS, user_snapshots)  # the reviewed output of that same fleet
+    for schema, text in schema_texts().items():
+        (target / schema).write_text(text, encoding="utf-8")
+    shutil.copytree(
+        FIXTURE_SNAPSHOTS, target / USER_SNAPSHOTS.relative_to(ROOT)
+    )  # the reviewed output of that same fleet
     if SHARED.is_dir():  # the fork's checkout has ../shared beside it, as this one does (CI)
         (target.parent / SHARED.name).symlink_to(SHARED, target_is_directory=True)
     return target
+
+
+def _user_snapshots(names: list[str], folder: str) -> list[str]:
+    return [USER_SNAPSHOTS.name] if Path(folder) == USER_SNAPSHOTS.parent and USER_SNAPSHOTS.name in names else []
 
 
 def make_recipe(target: str) -> list[str]:
@@ -127,6 +136,87 @@ def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path)
     assert not (snapshots / "catalog" / "clusters" / gone).exists()
     # The tool's own snapshots do not move with the user's fleet.
     assert {p.name: p.read_bytes() for p in fixture_snapshots.rglob("*.*")} == fixture_before
+
+    checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
+    assert re.search(r"\d+ passed", checked.stdout) and "failed" not in checked.stdout
+
+
+FOREIGN_CATALOG = """\
+# A fork's own fleet: no name (offering, class, product, quota key, cluster, pool) of the example's.
+offerings:
+  acme.example/l40s:
+    deviceClass: l40s.gpu.acme.example
+    product: l40s
+    displayName: Acme L40S
+    quota: {waldurComponent: acme_l40s}
+  acme.example/h200-slice:
+    deviceClass: h200-1g18gb.gpu.acme.example
+    product: h200-141gb
+    migProfile: 1g.18gb
+    displayName: Acme H200 slice
+    quota: {waldurComponent: acme_h200_slice, unit: slice}
+"""
+
+
+def foreign_cluster(name: str, version: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kubernetesVersion": version,
+        "access": {"kubeconfig": {"path": "~/.kube/acme", "context": name}},
+        "backend": {"type": "s3", "bucket": "acme-state", "region": "eu-north-1"},
+        "offerings": ["acme.example/l40s", "acme.example/h200-slice"],
+        "nodePools": [
+            {"name": "render", "product": "l40s", "gpusPerNode": 4, "provisioning": {"provisioned": {}}},
+            {
+                "name": "sliced",
+                "product": "h200-141gb",
+                "gpusPerNode": 8,
+                "mig": {"profile": "1g.18gb"},
+                "provisioning": {"static": {"nodes": [f"{name}-h200-1"]}},
+            },
+        ],
+    }
+
+
+def test_a_fork_with_a_fleet_of_its_own_passes_the_fleet_tests_and_records_its_snapshots(tmp_path: Path) -> None:
+    """Every example offering and cluster deleted and replaced: `make snapshots` (which runs the tool's own
+    snapshot tests too) records the fork's clusters, in environment folders, and the fleet tests pass."""
+    project = copy_project(tmp_path / "fork")
+    shutil.rmtree(project / "catalog")
+    shutil.rmtree(project / "stacks")
+    (project / "catalog").mkdir()
+    (project / "catalog" / "gpu-catalog.yaml").write_text(FOREIGN_CATALOG, encoding="utf-8")
+    clusters = {"prod/acme-fra": ("acme-fra", "1.36"), "staging/acme-fra-staging": ("acme-fra-staging", "1.37")}
+    for file, (name, version) in clusters.items():
+        path = project / "stacks" / f"{file}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(foreign_cluster(name, version), sort_keys=False), encoding="utf-8")
+    for schema, text in schema_texts().items():
+        (project / schema).write_text(text, encoding="utf-8")
+
+    fixture_snapshots = project / FIXTURE_SNAPSHOTS.relative_to(ROOT)
+    fixture_before = {p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*")}
+    recorded = pytest_in(project, make_recipe("snapshots"))
+    assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
+
+    snapshots = project / USER_SNAPSHOTS.relative_to(ROOT)
+    assert sorted(p.name for p in (snapshots / "stacks").iterdir()) == [
+        "acme-fra-staging.cdk.tf.json",
+        "acme-fra.cdk.tf.json",
+    ]
+    assert sorted(p.name for p in (snapshots / "catalog" / "clusters").iterdir()) == [
+        "acme-fra",
+        "acme-fra-staging",
+    ]
+    assert "l40s.gpu.acme.example" in (snapshots / "stacks" / "acme-fra.cdk.tf.json").read_text(encoding="utf-8")
+    assert "acme_h200_slice" in (
+        snapshots / "catalog" / "clusters" / "acme-fra" / "waldur-quota-mapping.yaml"
+    ).read_text(encoding="utf-8")
+    # The tool's own snapshots do not move with the user's fleet.
+    assert {
+        p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*")
+    } == fixture_before
 
     checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]

@@ -208,7 +208,8 @@ def test_gpu_operator_mode_refusals(tmp_path: Path, path: str, value: Any, locat
     data = definition()
     _set(data, path, value if value is _DELETE else copy.deepcopy(value))
     problems = problems_of(tmp_path, data, catalog=CATALOG)
-    assert any(p.startswith(f"stacks/00-gpu-next.yaml: {location}: ") and message in p for p in problems), problems
+    file = f"stacks/{data['name']}.yaml"  # where tests/builders.py wrote it
+    assert any(p.startswith(f"{file}: {location}: ") and message in p for p in problems), problems
 
 
 @pytest.mark.parametrize(
@@ -241,7 +242,7 @@ def test_a_too_old_operator_is_one_message_not_one_per_missing_key(tmp_path: Pat
     data["gpuOperator"]["version"] = "v26.3.3"
     problems = problems_of(tmp_path, data, catalog=CATALOG)
     assert problems == [
-        "stacks/00-gpu-next.yaml: gpuOperator.version: draDriver.managedBy: gpu-operator needs GPU Operator "
+        f"stacks/{data['name']}.yaml: gpuOperator.version: draDriver.managedBy: gpu-operator needs GPU Operator "
         "v26.7.0 or later (the GPUCluster resource is new in v26.7.0), but the cluster pins v26.3.3. Set "
         "gpuOperator.version: v26.7.0, or keep draDriver.managedBy: chart (a ClusterPolicy and a separate DRA "
         "driver release) (line 12, column 3)"

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.builders import EXAMPLE_CATALOG
+from tests.builders import EXAMPLE_CATALOG, PYDANTIC_WORDS, cluster, fleet_of, problems_of, write_fleet
+from themelio_gpu.cli import main
 from themelio_gpu.inputs.catalog.catalog import load_catalog
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.problems import InputError, Problems
-from themelio_gpu.inputs.yaml_input import allowed_keys, display_path, parse_location, parse_yaml_document
+from themelio_gpu.inputs.yaml_input import (
+    MAX_FILE_BYTES,
+    allowed_keys,
+    display_path,
+    parse_location,
+    parse_yaml_document,
+)
 from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.kubernetes_version import NEWEST_KNOWN_MINOR, OLDEST_VALIDATED_MINOR
 
 CLUSTER = """\
 name: gpu-a
@@ -50,7 +59,7 @@ def problems(tmp_path: Path, cluster_text: str, catalog_text: str | None = None)
 def test_each_problem_has_its_path_line_and_column(tmp_path: Path) -> None:
     found = problems(tmp_path, CLUSTER)
     assert (
-        "stacks/a.yaml: kubernetesVersion: Input should be a valid string: YAML reads the unquoted 1.40 as the "
+        "stacks/a.yaml: kubernetesVersion: must be text: YAML reads the unquoted 1.40 as the "
         'number 1.4; quote it: "1.40" (line 2, column 1)'
     ) in found
     assert any(
@@ -65,7 +74,7 @@ def test_each_problem_has_its_path_line_and_column(tmp_path: Path) -> None:
         found
     )
     assert (
-        "stacks/a.yaml: nodePools[0].labels.team: Input should be a valid string: YAML reads the unquoted yes as "
+        "stacks/a.yaml: nodePools[0].labels.team: must be text: YAML reads the unquoted yes as "
         'the boolean True; quote it: "yes" (line 15, column 14)'
     ) in found
     # In the order of the file's lines.
@@ -200,3 +209,147 @@ def test_paths_are_shown_relative_to_the_working_directory(
     }
     for path, shown in cases.items():
         assert display_path(path) == display_path(path, cwd) == shown, path
+
+
+# --- in this project's words -----------------------------------------------------------------------------
+
+
+def test_a_taint_can_be_written_as_kubectl_writes_it(tmp_path: Path) -> None:
+    pool = {**cluster()["nodePools"][0], "taints": ["nvidia.com/gpu=present:NoSchedule", "dedicated:NoExecute"]}
+    (plan,) = fleet_of(tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=[pool])).clusters
+    assert [str(t) for t in plan.pools[0].taints] == ["nvidia.com/gpu=present:NoSchedule", "dedicated:NoExecute"]
+
+
+def test_a_taint_that_is_no_taint_says_how_to_write_one(tmp_path: Path) -> None:
+    pool = {**cluster()["nodePools"][0], "taints": ["nvidia.com/gpu=present", 7]}
+    found = problems_of(tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=[pool]))
+    assert found == [
+        "stacks/test.yaml: nodePools[0].taints[0]: 'nvidia.com/gpu=present' is not a taint: write key=value:Effect "
+        "as kubectl does (e.g. nvidia.com/gpu=present:NoSchedule), key:Effect, or a mapping {key: ..., value: ..., "
+        "effect: ...} (line 18, column 5)",
+        "stacks/test.yaml: nodePools[0].taints[1]: must be a mapping (key: value lines), not the number 7 "
+        "(line 19, column 5)",
+    ]
+
+
+def test_an_unknown_product_is_the_one_message_with_a_suggestion(tmp_path: Path) -> None:
+    pool = {**cluster()["nodePools"][0], "product": "a100-40g"}
+    found = problems_of(tmp_path, cluster(nodePools=[pool, cluster()["nodePools"][1]]))
+    # Not also "no node pool can provide nvidia.com/a100": that follows from the unknown product.
+    assert len(found) == 1 and found[0].startswith(
+        "stacks/test.yaml: nodePools[0].product: unknown product 'a100-40g' (did you mean a100-40gb?); known: a10g, "
+    ), found
+
+
+def test_items_refused_one_by_one_leave_no_list_too_short_line(tmp_path: Path) -> None:
+    found = problems_of(tmp_path, cluster(nodePools=[{"name": "p"}]))
+    assert found and not any("at least" in p for p in found), found
+    assert problems_of(tmp_path, cluster(offerings=[])) == [
+        "stacks/test.yaml: offerings: needs at least 1 item; the list is empty (line 26, column 1)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"gpusPerNode": 20}, "nodePools[0].gpusPerNode: must be 16 or less, not 20"),
+        ({"gpusPerNode": 2.5}, "nodePools[0].gpusPerNode: must be a whole number, not the number 2.5"),
+        ({"dra": "sometimes"}, "nodePools[0].dra: must be true or false, not the text 'sometimes'"),
+        ({"provisioning": {"statik": {}}}, "nodePools[0].provisioning.statik: unknown key; did you mean static?"),
+        ({"mig": "1g.5gb"}, "nodePools[0].mig: must be a mapping (key: value lines), not the text '1g.5gb'"),
+    ],
+)
+def test_value_errors_say_what_is_wanted(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    pool = {**cluster()["nodePools"][0], **change}
+    found = problems_of(tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=[pool]))
+    assert any(p.startswith(f"stacks/test.yaml: {message}") for p in found), found
+    assert not any(word in p for p in found for word in PYDANTIC_WORDS), found
+
+
+def test_a_backend_without_its_type_names_the_kinds(tmp_path: Path) -> None:
+    assert problems_of(tmp_path, cluster(backend={"bucket": "b"})) == [
+        "stacks/test.yaml: backend: required key type is missing: the kind of backend (one of local, s3, gcs, "
+        "azurerm, kubernetes, http, cloud, remote) (line 5, column 1)"
+    ]
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    text = "name: a\n" + "# padding\n" * (MAX_FILE_BYTES // 10 + 1)
+    assert problems(tmp_path, text) == [
+        "stacks/a.yaml: the file is too large (1.0 MB, over the 1 MiB limit for a catalog or cluster file, which "
+        "takes a few KB): is it the right file?"
+    ]
+
+
+def test_a_long_file_without_aliases_is_not_called_an_alias_bomb(tmp_path: Path) -> None:
+    text = "name: a\nnodePools:\n" + "- 1\n" * 100_001  # 400 KB: under the size limit, over the value limit
+    assert problems(tmp_path, text) == [
+        "stacks/a.yaml: invalid YAML: more than 100000 values, far more than any catalog or cluster file: is it the "
+        "right file?"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+            "a binary file, not YAML text (it holds NUL bytes): is it the right file?",
+        ),
+        ("name: café\n".encode("utf-16"), "the file is UTF-16 text: save it as UTF-8"),
+        (
+            b"name: a\ndisplayName: caf\xe9\n",
+            "line 2: the file is not UTF-8 text (byte 0xE9 is not UTF-8): save it as UTF-8",
+        ),
+    ],
+    ids=["binary", "utf-16", "latin-1"],
+)
+def test_a_file_that_is_not_utf8_text_says_so(tmp_path: Path, content: bytes, message: str) -> None:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "a.yaml").write_bytes(content)
+    with pytest.raises(InputError) as error:
+        load_fleet(EXAMPLE_CATALOG, stacks)
+    assert [str(p).replace(f"{tmp_path}/", "") for p in error.value.problems] == [f"stacks/a.yaml: {message}"]
+
+
+def test_kubectls_spelling_of_a_version_is_accepted(tmp_path: Path) -> None:
+    (plan,) = fleet_of(tmp_path, cluster(kubernetesVersion="v1.36.0")).clusters
+    assert plan.definition.kubernetes_version == "1.36.0"
+    assert problems_of(tmp_path, cluster(kubernetesVersion="2.0")) == [
+        "stacks/test.yaml: kubernetesVersion: '2.0' is not a Kubernetes version like 1.34 or 1.34.2 (or kubectl's "
+        "v1.34.2) (line 7, column 1)"
+    ]
+
+
+def test_a_version_newer_than_any_known_is_planned_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = fleet_of(tmp_path, cluster(kubernetesVersion="1.99"), cluster(name="known"))
+    assert [str(w).replace(f"{tmp_path}/", "") for w in fleet.warnings] == [
+        "stacks/test.yaml: kubernetesVersion: Kubernetes 1.99 is newer than any version this tool knows (1.37): the "
+        "stack is planned by the rules of 1.37, and verify cannot check it (its schemas end at 1.37). If 1.99 is a "
+        "typo, correct it; if it is real, read its release notes for changes to DRA before deploying, and update "
+        "this tool (line 7, column 1)"
+    ]
+    old = cluster(kubernetesVersion="1.20", nodePools=[{**cluster()["nodePools"][0], "dra": False}])
+    old["offerings"] = ["nvidia.com/gpu"]
+    assert [str(w).replace(f"{tmp_path}/", "") for w in fleet_of(tmp_path, old).warnings] == [
+        "stacks/test.yaml: kubernetesVersion: Kubernetes 1.20 is older than any version verify can check (1.25: "
+        "its schemas start there). If 1.20 is a typo, correct it (line 7, column 1)"
+    ]
+    (tmp_path / "cli").mkdir()
+    catalog, stacks = write_fleet(tmp_path / "cli", [cluster(kubernetesVersion="1.99")])
+    assert main(["validate", "--catalog", str(catalog), "--stacks-dir", str(stacks)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {stacks}/test.yaml: kubernetesVersion: Kubernetes 1.99 is newer than any"), (
+        err
+    )
+
+
+def test_the_newest_known_version_is_kubernetes_validates_newest() -> None:
+    # A lock update bringing newer schemas is the moment to learn that release's DRA rules (kubernetes_version.py).
+    import kubernetes_validate
+
+    assert str(kubernetes_validate.latest_version()).split(".")[:2] == ["1", str(NEWEST_KNOWN_MINOR)]
+    assert str(kubernetes_validate.utils.all_versions()[0]).split(".")[:2] == ["1", str(OLDEST_VALIDATED_MINOR)]

@@ -1,20 +1,18 @@
 """The known-values tables match the charts' real values.yaml, and the values helpers behave as documented.
 
-The real values files live beside the checkout in ../shared/reference/nvidia (the project keeps no copy).
+The real charts live beside the checkout in ../shared/reference/charts (the project keeps no copy).
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import math
 import os
-import sys
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from types import MappingProxyType, ModuleType
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -22,15 +20,17 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.requirements import shared_path
-from themelio_gpu.plan.helm import _known_paths
+from tests.requirements import binary, shared_path
+from themelio_gpu.charts import values_table
+from themelio_gpu.charts.helm import ChartError
 from themelio_gpu.plan.helm.known_values import (
-    KNOWN_CHART_VERSIONS,
+    TABLES_DIR,
     UnknownPath,
     UnsupportedChartVersion,
     deep_merge,
     format_path,
     iter_value_paths,
+    known_chart_versions,
     known_paths,
     parse_path,
     render_values_yaml,
@@ -38,34 +38,27 @@ from themelio_gpu.plan.helm.known_values import (
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-GENERATOR = PROJECT_ROOT / "scripts" / "gen_known_helm_values.py"
 
 OPERATOR = "gpu-operator"
 OPERATOR_VERSIONS = ("v26.3.3", "v26.7.0")
 DRA_NEW = ("dra-driver-nvidia-gpu", "0.4.1")
 DRA_OLD = ("nvidia-dra-driver-gpu", "25.12.0")
-ALL_TABLES = sorted(_known_paths.PATHS)
+ALL_TABLES = sorted((chart, version) for chart, versions in known_chart_versions().items() for version in versions)
 
 
-def reference_file(name: str) -> Path:
-    return shared_path("reference", "nvidia", name)
+def reference_chart(chart: str, version: str) -> Path:
+    return shared_path("reference", "charts", f"{chart}-{version}")
+
+
+def reference_values(chart: str, version: str) -> Path:
+    return reference_chart(chart, version) / "values.yaml"
 
 
 @cache
 def real_values(chart: str, version: str) -> dict[str, Any]:
-    data = yaml.safe_load(reference_file(_known_paths.SOURCE_FILES[(chart, version)]).read_text())
+    data = yaml.safe_load(reference_values(chart, version).read_text())
     assert isinstance(data, dict)
     return data
-
-
-@cache
-def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_known_helm_values", GENERATOR)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve the script's annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 def lookup(values: Mapping[str, Any], path: str) -> Any:
@@ -80,38 +73,53 @@ def known(chart: str, version: str, path: str) -> bool:
     return path in known_paths(chart, version).paths
 
 
-# --- the tables are derived from the real files -------------------------------------------------------
+# --- the tables are derived from the real charts ------------------------------------------------------
 
 
 def test_known_chart_versions() -> None:
-    assert dict(KNOWN_CHART_VERSIONS) == {
+    assert dict(known_chart_versions()) == {
         "dra-driver-nvidia-gpu": ("0.4.1",),
         "gpu-operator": ("v26.3.3", "v26.7.0"),
         "nvidia-dra-driver-gpu": ("25.12.0",),
     }
 
 
-def test_the_generator_writes_the_data_module_by_default() -> None:
-    # Run without --output, the script must rewrite the module the code imports, not a stale path.
-    assert Path(_known_paths.__file__).resolve() == generator().DEFAULT_OUTPUT
+def test_the_tables_are_read_where_charts_known_values_writes_them() -> None:
+    assert values_table.TABLES_DIR == TABLES_DIR
+    assert sorted(p.name for p in TABLES_DIR.iterdir()) == [f"{c}-{v}.json" for c, v in ALL_TABLES]
 
 
-def test_data_module_is_exactly_the_generator_output() -> None:
-    reference_dir = reference_file(_known_paths.SOURCE_FILES[ALL_TABLES[0]]).parent
-    expected = generator().render_module(reference_dir)
-    actual = Path(_known_paths.__file__).read_text(encoding="utf-8")
-    assert actual == expected, "stale or hand-edited: run scripts/gen_known_helm_values.py"
+@pytest.mark.parametrize(("chart", "version"), ALL_TABLES)
+def test_each_table_is_exactly_what_charts_known_values_writes_from_the_real_chart(
+    chart: str, version: str
+) -> None:
+    helm = binary("helm", "HELM")
+    expected = values_table.chart_table_text(helm, chart, version, reference_chart(chart, version))
+    actual = values_table.table_file(chart, version).read_text(encoding="utf-8")
+    assert actual == expected, (
+        f"stale or hand-edited: run `python -m themelio_gpu charts known-values {chart} {version}`"
+    )
 
 
 @pytest.mark.parametrize(("chart", "version"), ALL_TABLES)
 def test_table_equals_derivation_from_real_values(chart: str, version: str) -> None:
-    gen = generator()
-    [source] = [s for s in gen.SOURCES if (s.chart, s.version) == (chart, version)]
-    paths, open_paths = gen.derive(gen.load_values(reference_file(source.filename)), source.subcharts)
+    folder = reference_chart(chart, version)
+    values = values_table.load_values((folder / "values.yaml").read_text(encoding="utf-8"), str(folder))
+    paths, open_paths = values_table.derive(values, values_table.subcharts_of(folder))
     table = known_paths(chart, version)
     assert table.paths == paths
     assert table.open_paths == open_paths
     assert list(table.paths) == sorted(set(table.paths))
+
+
+def test_the_generators_path_syntax_is_the_libraries() -> None:
+    for segments in [("a",), ("a", "nvidia.com/gpu"), ('q"t', ""), ("node-feature-discovery", "gc")]:
+        assert values_table.format_path(segments) == format_path(segments)
+
+
+def test_a_values_file_with_a_duplicate_key_is_refused() -> None:
+    with pytest.raises(ChartError, match="duplicate key 'a'"):
+        values_table.load_values("a: 1\na: 2\n", "chart")
 
 
 @pytest.mark.parametrize(("chart", "version"), ALL_TABLES)
@@ -134,12 +142,14 @@ def test_table_paths_round_trip_through_the_path_syntax(chart: str, version: str
         assert format_path(parse_path(path)) == path
 
 
+@pytest.mark.user_fleet  # reads every YAML file of the checkout, the user's too (whatever they hold)
 def test_project_holds_no_copy_of_the_reference_values() -> None:
     reference_hashes = {
-        hashlib.sha256(reference_file(name).read_bytes()).hexdigest(): name
-        for name in _known_paths.SOURCE_FILES.values()
+        hashlib.sha256(reference_values(chart, version).read_bytes()).hexdigest(): f"{chart}-{version}/values.yaml"
+        for chart, version in ALL_TABLES
     }
-    skip = {".git", ".venv", "node_modules", "cdktf.out", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+    # .cache holds the charts `charts fetch` pulled (gitignored): copies of the charts by design, not the project's.
+    skip = {".git", ".venv", "node_modules", "cdktf.out", ".cache", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
     for root, dirs, files in os.walk(PROJECT_ROOT):
         dirs[:] = [d for d in dirs if d not in skip]
         for name in files:
@@ -239,7 +249,7 @@ def test_dra_keys_known_in_both_charts(table: tuple[str, str], path: str) -> Non
     ],
 )
 def test_commented_out_keys_are_not_known(chart: str, version: str, path: str, comment: str) -> None:
-    text = reference_file(_known_paths.SOURCE_FILES[(chart, version)]).read_text()
+    text = reference_values(chart, version).read_text()
     assert comment in text  # the key is documented in a comment...
     assert not known(chart, version, path)  # ...but is not a real key
 

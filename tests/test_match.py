@@ -141,6 +141,21 @@ def test_empty_class_is_a_problem(devices: list[Device]) -> None:
     assert "empty class: l4.themelio.io (offering l4) selects no device" in render_report(report)
 
 
+def test_an_offering_whose_devices_are_not_there_is_not_a_problem(devices: list[Device]) -> None:
+    report = match_classes([*CATALOG, offering("l4", whole_gpu("NVIDIA L4"))], devices, absent={"l4"})
+    assert report.ok and report.empty_classes == ()
+    assert report.absent_classes == ("l4.themelio.io",)
+    text = render_report(report)
+    assert (
+        "offering l4: class l4.themelio.io -> themelio.io/l4 (0 devices)\n  (none on these nodes: they have no device of this offering)"
+        in text
+    )
+    assert (
+        "NOT ON THESE NODES (1): no problem for slices of some nodes\n  l4: class l4.themelio.io\nPROBLEMS (0)"
+        in text
+    )
+
+
 def test_overlap_between_catalog_classes_is_a_problem(devices: list[Device]) -> None:
     # 1g.10gb without a productName term also matches the A100-40GB's (different) 1g.10gb slices.
     generic = offering("any-1g.10gb", mig(None, "1g.10gb"))

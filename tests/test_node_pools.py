@@ -74,7 +74,7 @@ def test_instance_type_on_a_karpenter_pool_is_refused_saying_why(tmp_path: Path)
     )
     (problem,) = problems
     assert problem.startswith(
-        "stacks/00-test.yaml: nodePools[0].instanceType: pool p: Karpenter writes node.kubernetes.io/instance-type "
+        "stacks/test.yaml: nodePools[0].instanceType: pool p: Karpenter writes node.kubernetes.io/instance-type "
         "on every node it launches, from the instance type it chose among provisioning.karpenter.instanceTypes"
     ), problem
     assert "remove instanceType" in problem
@@ -251,7 +251,7 @@ def test_two_taints_with_one_key_are_refused_naming_the_pool_and_both_taints(
     )
     (problem,) = problems
     assert problem.startswith(
-        "stacks/00-test.yaml: nodePools[0].taints[2]: pool p: taint nvidia.com/gpu=true:NoExecute has the key of "
+        "stacks/test.yaml: nodePools[0].taints[2]: pool p: taint nvidia.com/gpu=true:NoExecute has the key of "
         "taints[0] nvidia.com/gpu=present:NoSchedule; a node's taint keys must be unique (the kubernetes "
         "provider's kubernetes_node_taint refuses them at plan time): keep one taint per key (line "
     ), problem
@@ -387,7 +387,7 @@ def test_a_catalog_class_for_the_name_the_dra_chart_maps_is_refused(tmp_path: Pa
     )
     (problem,) = problems
     assert problem.startswith(
-        "stacks/00-test.yaml: offerings[1]: nvidia.com/gpu would be advertised by two DeviceClasses: "
+        "stacks/test.yaml: offerings[1]: nvidia.com/gpu would be advertised by two DeviceClasses: "
         "legacy-a100.gpu.themelio.io of the catalog and gpu.nvidia.com of the DRA driver chart"
     ), problem
     assert "servedBy: dra-driver-chart" in problem and "draDriver.managedBy: gpu-operator" in problem

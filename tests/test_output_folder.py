@@ -324,7 +324,7 @@ def test_removed_clusters_are_named_also_when_quiet(tmp_path: Path) -> None:
     out = tmp_path / "out"
     fleet = _fleet(tmp_path, 1, clusters=2)
     _synthesized(fleet, out)
-    (fleet[1] / "01-c01.yaml").unlink()
+    (fleet[1] / "c01.yaml").unlink()
     process = _main(fleet, out, "--quiet")
     stdout, err = process.communicate(timeout=300)
     assert process.returncode == 0, err

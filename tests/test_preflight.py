@@ -12,6 +12,7 @@ import io
 import json
 import re
 import socket
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from tests.fakeapi import SCENARIOS, FakeApiServer, _label_matcher, _matches
 from themelio_gpu.live.preflight import (
     DEVICE_CLASSES,
     PROBE_RESOURCE_NAME,
+    KubeconfigError,
     LiveClass,
     api_kubeconfig,
     node_contract_problems,
@@ -450,10 +452,9 @@ def test_unreachable_server_is_one_fail_line(east: ClusterPlan, tmp_path: Path) 
     assert lines[1] == "Summary: 0 OK, 0 WARN, 1 FAIL: cluster gpu-east is NOT ready"
 
 
-def test_missing_kubeconfig_is_one_fail_line(east: ClusterPlan, tmp_path: Path) -> None:
-    out = io.StringIO()
-    assert run_preflight(east, out, kubeconfig=str(tmp_path / "missing.yaml")) == 1
-    assert out.getvalue().splitlines()[0] == f"FAIL connection: kubeconfig {tmp_path}/missing.yaml not found"
+def test_a_missing_kubeconfig_is_bad_input(east: ClusterPlan, tmp_path: Path) -> None:
+    with pytest.raises(KubeconfigError, match=f"^kubeconfig {tmp_path}/missing.yaml not found$"):
+        run_preflight(east, io.StringIO(), kubeconfig=str(tmp_path / "missing.yaml"))
 
 
 def test_kubeconfig_environment_variable_wins_over_the_definitions_path(
@@ -467,16 +468,13 @@ def test_kubeconfig_environment_variable_wins_over_the_definitions_path(
         out = io.StringIO()
         assert run_preflight(east, out) == 0, out.getvalue()
         # --kubeconfig still wins over the variable.
-        out = io.StringIO()
-        assert run_preflight(east, out, kubeconfig=str(tmp_path / "flag.yaml")) == 1
-        assert out.getvalue().splitlines()[0] == f"FAIL connection: kubeconfig {tmp_path}/flag.yaml not found"
+        with pytest.raises(KubeconfigError, match=f"^kubeconfig {tmp_path}/flag.yaml not found$"):
+            run_preflight(east, io.StringIO(), kubeconfig=str(tmp_path / "flag.yaml"))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "gone.yaml"))
-    out = io.StringIO()
-    assert run_preflight(east, out) == 1
-    assert (
-        out.getvalue().splitlines()[0]
-        == f"FAIL connection: kubeconfig {tmp_path}/gone.yaml (from $KUBECONFIG) not found"
-    )
+    with pytest.raises(
+        KubeconfigError, match=re.escape(f"kubeconfig {tmp_path}/gone.yaml (from $KUBECONFIG) not found")
+    ):
+        run_preflight(east, io.StringIO())
 
 
 @pytest.mark.parametrize(
@@ -485,19 +483,18 @@ def test_kubeconfig_environment_variable_wins_over_the_definitions_path(
         ("apiVersion: v1\nclusters: [\n", "is not valid YAML: line 3, column 1: expected the node content"),
         ("apiVersion: v1\n\tkind: Config\n", "is not valid YAML: line 2, column 1"),
         ("- a\n- b\n", "is not a kubeconfig (a mapping with clusters, users and contexts)"),
-        ("", "config file is empty"),
+        ("", "the config file is empty"),
+        ("contexts: [{name: gpu-east, context: {cluster: nowhere, user: nobody}}]\n", "cannot be used: "),
     ],
 )
-def test_corrupt_kubeconfig_is_one_fail_line_without_a_traceback(
+def test_a_corrupt_kubeconfig_is_bad_input_in_our_words(
     east: ClusterPlan, tmp_path: Path, text: str, message: str
 ) -> None:
     config = tmp_path / "config"
     config.write_text(text)
-    out = io.StringIO()
-    assert run_preflight(east, out, kubeconfig=str(config)) == 1
-    lines = out.getvalue().splitlines()
-    assert lines[0].startswith("FAIL connection: ") and message in lines[0], lines
-    assert len(lines) == 2
+    with pytest.raises(KubeconfigError, match=f"^kubeconfig {config}[ :]") as error:
+        run_preflight(east, io.StringIO(), kubeconfig=str(config))
+    assert message in str(error.value)
 
 
 def test_preflight_command_with_a_corrupt_kubeconfig_prints_no_traceback(tmp_path: Path) -> None:
@@ -512,19 +509,41 @@ def test_preflight_command_with_a_corrupt_kubeconfig_prints_no_traceback(tmp_pat
         text=True,
         check=False,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "Traceback" not in result.stderr + result.stdout
-    assert f"FAIL connection: kubeconfig {config} is not valid YAML" in result.stdout
+    assert result.stderr.startswith(f"preflight: kubeconfig {config} is not valid YAML: line 2, column 1: ")
 
 
-def test_unknown_context_is_one_fail_line(east: ClusterPlan, tmp_path: Path) -> None:
+def test_an_unknown_context_is_bad_input_naming_the_known_ones(east: ClusterPlan, tmp_path: Path) -> None:
     with FakeApiServer.for_scenario("healthy") as server:
         write_kubeconfig(tmp_path / "config", server, "gpu-east")
-        out = io.StringIO()
-        assert run_preflight(east, out, kubeconfig=str(tmp_path / "config"), context="nope") == 1
+        with pytest.raises(KubeconfigError) as flag:
+            run_preflight(east, io.StringIO(), kubeconfig=str(tmp_path / "config"), context="nope")
+        renamed = east_variant(tmp_path, lambda d: d["access"]["kubeconfig"].update(context="gpu-old"))
+        with pytest.raises(KubeconfigError) as definition:
+            run_preflight(renamed, io.StringIO(), kubeconfig=str(tmp_path / "config"))
         assert not server.requests
-    assert out.getvalue().splitlines()[0] == (
-        f"FAIL connection: Invalid kube-config file. Expected object with name nope in {tmp_path}/config/contexts list"
+    assert str(flag.value) == (
+        f"kubeconfig {tmp_path}/config has no context 'nope' (its contexts: gpu-east); fix --context"
+    )
+    assert str(definition.value) == (
+        f"kubeconfig {tmp_path}/config has no context 'gpu-old' (its contexts: gpu-east); fix "
+        "access.kubeconfig.context of the cluster's definition (or pass --context)"
+    )
+
+
+def test_the_command_exits_2_for_a_kubeconfig_it_cannot_use(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "themelio_gpu", "preflight", "gpu-east", "--kubeconfig", str(tmp_path / "none")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (
+        2,
+        "",
+        f"preflight: kubeconfig {tmp_path}/none not found\n",
     )
 
 

@@ -581,7 +581,7 @@ def test_catalog_export_never_imports_the_bindings(small_fleet: list[str], tmp_p
 def test_match_never_imports_the_bindings(small_fleet: list[str]) -> None:
     slices = ROOT / "tests" / "fixtures" / "resourceslices" / "a100-40gb-node.yaml"
     code, modules = _run_command(["match", *small_fleet, "--slices", str(slices), "--cluster", "one"])
-    assert code == 1  # the MIG offering finds no device on this whole-GPU node: a report, not a crash
+    assert code == 0  # the report: the MIG offering is not on this whole-GPU node, which is no problem
     assert not modules & set(SYNTHESIS_MODULES)
 
 

@@ -108,7 +108,7 @@ def test_a_karpenter_pool_cannot_be_renamed_in_place(tmp_path: Path) -> None:
     )
     found = problems_of(tmp_path, definition)
     assert [p for p in found if "nodePools[0].renamedFrom" in p] == [
-        f"stacks/00-test.yaml: nodePools[0].renamedFrom: {KARPENTER_RENAME} (line 20, column 3)"
+        f"stacks/test.yaml: nodePools[0].renamedFrom: {KARPENTER_RENAME} (line 20, column 3)"
     ]
 
 

@@ -387,4 +387,4 @@ def test_a_refused_secret_writes_nothing(tmp_path: Path) -> None:
     assert "--token passes a credential on the command line" in result.stderr
     assert JWT not in result.stderr + result.stdout
     assert not out.exists()
-    assert yaml.safe_load((stacks / "00-test.yaml").read_text())["access"]["api"]["exec"]["args"][2] == JWT
+    assert yaml.safe_load((stacks / "test.yaml").read_text())["access"]["api"]["exec"]["args"][2] == JWT

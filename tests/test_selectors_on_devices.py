@@ -166,13 +166,15 @@ def test_match_command_on_a_healthy_cluster(tmp_path: Path) -> None:
     assert "RESULT: OK" in result.stdout
 
 
-def test_match_command_flags_an_empty_offering_and_unselected_devices(tmp_path: Path) -> None:
+def test_match_command_on_some_nodes_calls_an_offering_not_there_absent_not_a_problem(tmp_path: Path) -> None:
+    # gpu-west serves nvidia.com/h100 and nvidia.com/a10g; these slices have an A10G and an A100 80GB node.
     slices = _kubectl_list(tmp_path, "a10g-node.yaml", "a100-80gb-node.yaml")
     result = _run("match", "--slices", str(slices), "--cluster", "gpu-west", "--json")
-    assert result.returncode == 1
+    assert result.returncode == 0
     report = json.loads(result.stdout)
-    assert report["ok"] is False
-    assert report["emptyClasses"] == ["h100-80gb.gpu.themelio.io"]
+    assert report["ok"] is True
+    assert report["emptyClasses"] == []
+    assert report["absentClasses"] == ["h100-80gb.gpu.themelio.io"]
     assert {d["node"] for d in report["unselectedDevices"]} == {"gpu-a100-80-1"}
 
 

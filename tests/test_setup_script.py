@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -44,6 +45,28 @@ def test_an_up_to_date_venv_is_left_alone(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == "setup: .venv is up to date with Pipfile.lock\n"
     assert not (root / ".tools" / "venv").exists()
+
+
+def test_the_checkout_goes_on_the_venvs_import_path_so_the_commands_run_from_anywhere(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "themelio_gpu").symlink_to(ROOT / "themelio_gpu")  # the package, as in a checkout
+    site = root / ".venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (root / ".venv" / ".synced").write_text(stamp(root))
+    assert setup(root, "python").returncode == 0
+    assert (site / "themelio-gpu-stacks.pth").read_text() == f"{root}\n"
+    # What the venv's python does at start with that file, from a folder that is not the checkout.
+    elsewhere = tmp_path / "fleet-repository"
+    elsewhere.mkdir()
+    run_module = (
+        "import runpy, site, sys; site.addsitedir(sys.argv[1]); sys.argv = ['themelio_gpu', '--help']; "
+        "runpy.run_module('themelio_gpu', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", run_module, str(site)], cwd=elsewhere, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: python -m themelio_gpu")
 
 
 def test_a_python_without_venv_gets_the_debian_package_named(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.builders import cluster, fleet_of
-from tests.conftest import EXAMPLE_CLUSTERS, FIXTURE_SNAPSHOTS, ROOT
+from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_CLUSTERS, FIXTURE_SNAPSHOTS, ROOT
 from tests.snapshot import assert_matches_snapshot, assert_no_stale_snapshots
 from themelio_gpu.plan.fleet import Fleet
 
@@ -289,7 +289,7 @@ def test_user_text_that_looks_like_a_terraform_template_stays_literal(tmp_path: 
     from themelio_gpu.outputs.synth import synthesize
 
     # Terraform reads `${` and `%{` in any resource, provider or output string as a template.
-    catalog = yaml.safe_load((ROOT / "catalog" / "gpu-catalog.yaml").read_text())
+    catalog = yaml.safe_load(EXAMPLE_CATALOG.read_text(encoding="utf-8"))
     catalog["offerings"]["nvidia.com/a100"]["displayName"] = "A100 ${price} %{ if x }y%{ endif }"
     test = cluster(
         access={"kubeconfig": {"path": "${HOME}/.kube/config", "context": "%{ctx}"}},

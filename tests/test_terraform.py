@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLE_CLUSTERS, FIXTURES, ROOT
+from tests.checkout import checkout_paths
+from tests.conftest import EXAMPLE_CLUSTERS, FIXTURES, ROOT, USER_FLEET_GUARD
 from tests.requirements import binary, shared_path, unavailable
 from themelio_gpu.cli import main
 from themelio_gpu.inputs.clusters import definition as d
@@ -107,12 +108,10 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def _terraform_leftovers(root: Path) -> list[str]:
-    found = []
-    for folder, dirs, files in os.walk(root):
-        # What init writes (.terraform/, .terraform.lock.hcl); cdktf.out is the user's, who may run terraform there.
-        dirs[:] = [x for x in dirs if x not in (".git", ".venv", "node_modules", "cdktf.out")]
-        found += [str(Path(folder, x)) for x in dirs + files if x.startswith(".terraform")]
-    return found
+    """What terraform init writes (.terraform/, .terraform.lock.hcl) anywhere in the checkout but the user's
+    folders: cdktf.out, where they may run terraform, and their fleet (tests do not read it)."""
+    skip = [root / "cdktf.out", *map(Path, USER_FLEET_GUARD.protected)]
+    return sorted(p for p in checkout_paths(root, skip) if Path(p).name.startswith(".terraform"))
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,9 @@ def user_synthesized(user_fleet: Fleet, tmp_path_factory: pytest.TempPathFactory
     return out
 
 
-@pytest.mark.parametrize("file", CLUSTER_FILES, ids=[p.name for p in CLUSTER_FILES])
+@pytest.mark.parametrize(
+    "file", CLUSTER_FILES, ids=[p.relative_to(USER.stacks_dir).as_posix() for p in CLUSTER_FILES]
+)
 def test_cluster_stack_matches_its_reviewed_snapshot(
     file: Path, user_fleet: Fleet, user_synthesized: Path, update_snapshots: bool
 ) -> None:

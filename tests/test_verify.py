@@ -6,14 +6,10 @@ was not before)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import http.server
-import io
 import os
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +28,7 @@ from themelio_gpu.plan.helm.values import (
     OPERAND_DEFAULT_TOLERATIONS,
 )
 from themelio_gpu.verify.charts import ChartSource
-from themelio_gpu.verify.command import verify_cluster, verify_clusters
+from themelio_gpu.verify.command import verify_cluster
 from themelio_gpu.verify.proof import ClusterProof, Row
 from themelio_gpu.verify.render import render_release
 from themelio_gpu.verify.validation import load_kubernetes_validate
@@ -63,7 +59,7 @@ def prove(helm: str, charts: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
     def run(fleet: Fleet) -> dict[str, ClusterProof]:
         work = tmp_path_factory.mktemp("verify")
-        source = ChartSource(helm, work, charts)
+        source = ChartSource(helm, charts)
         return {plan.name: verify_cluster(plan, source, work, kv) for plan in fleet.clusters}
 
     return run
@@ -354,7 +350,7 @@ def test_verify_renders_the_values_text_the_helm_release_gets(example_fleet: Fle
 
 def _render(plan: ClusterPlan, helm: str, charts: Path, tmp_path: Path, index: int) -> list[Any]:
     spec = plan.releases[index]
-    chart_dir = ChartSource(helm, tmp_path, charts).chart_dir(spec)
+    chart_dir = ChartSource(helm, charts).chart_dir(spec)
     return list(render_release(helm, spec, chart_dir, plan.definition, tmp_path).objects)
 
 
@@ -412,52 +408,6 @@ def test_rendered_operator_values_keep_the_chart_defaults_and_add_pool_taints(
     ]
 
 
-# --- getting charts: helm pull from the configured repository -------------------------------------------
-
-
-@pytest.fixture
-def chart_repository(helm: str, charts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A real HTTP chart repository serving the pinned charts, packaged with helm."""
-    for name in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
-        monkeypatch.setenv(name, str(tmp_path / name.lower()))
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for folder in ("gpu-operator-v26.3.3", "dra-driver-nvidia-gpu-0.4.1"):
-        subprocess.run([helm, "package", str(charts / folder), "-d", str(repo)], check=True, capture_output=True)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(repo))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    subprocess.run([helm, "repo", "index", str(repo), "--url", url], check=True, capture_output=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield url
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_charts_are_pulled_from_the_configured_repository(
-    chart_repository: str, helm: str, tmp_path: Path
-) -> None:
-    definition = cluster(gpuOperator={"repository": chart_repository}, draDriver={"repository": chart_repository})
-    plan = fleet_of(tmp_path, definition).clusters[0]
-    out = io.StringIO()
-    assert verify_clusters([plan], None, out) is True, out.getvalue()
-    assert "charts pulled from their repositories" in out.getvalue()
-
-
-def test_oci_repositories_are_pulled_as_repository_slash_chart(chart_repository: str, tmp_path: Path) -> None:
-    oci = "oci://127.0.0.1:9/dra-driver-nvidia/charts"  # nothing listens there: helm says what it fetched
-    definition = cluster(gpuOperator={"repository": chart_repository}, draDriver={"repository": oci})
-    plan = fleet_of(tmp_path, definition).clusters[0]
-    out = io.StringIO()
-    assert verify_clusters([plan], None, out) is False
-    report = out.getvalue()
-    assert f"release dra-driver-nvidia-gpu: cannot pull chart dra-driver-nvidia-gpu 0.4.1 from {oci}" in report
-    assert "127.0.0.1:9/v2/dra-driver-nvidia/charts/dra-driver-nvidia-gpu/manifests/0.4.1" in report
-
-
 # --- the command line -----------------------------------------------------------------------------------
 
 
@@ -504,7 +454,7 @@ def test_cli_without_helm_says_so(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "verify: helm is not installed" in result.stderr
     assert "Traceback" not in result.stderr
-    named = run_cli(env={"HELM": str(tmp_path / "no-helm")})
+    named = run_cli("--charts", "..", env={"HELM": str(tmp_path / "no-helm")})
     assert named.returncode == 2 and "which is not an executable helm" in named.stderr
 
 
@@ -526,22 +476,30 @@ def test_cli_without_kubernetes_validate_says_so(
     assert "verify: kubernetes-validate is not installed" in capsys.readouterr().err
 
 
-def test_cli_chart_that_cannot_be_had(helm: str, tmp_path: Path) -> None:
-    unreachable = cluster(name="offline", gpuOperator={"repository": "http://127.0.0.1:9"})
-    catalog, stacks = write_fleet(tmp_path, [unreachable])
-    env = {"HELM": helm, "HELM_CACHE_HOME": str(tmp_path / "cache"), "HELM_CONFIG_HOME": str(tmp_path / "config")}
-    pulled = run_cli("--catalog", str(catalog), "--stacks-dir", str(stacks), env=env)
-    assert pulled.returncode == 1 and "Traceback" not in pulled.stderr
+def test_cli_chart_that_cannot_be_had(helm: str, charts: Path, tmp_path: Path) -> None:
+    catalog, stacks = write_fleet(tmp_path, [cluster(name="offline")])
+    inputs = ["--catalog", str(catalog), "--stacks-dir", str(stacks)]
+    cache = tmp_path / "cache"
+    no_cache = run_cli(*inputs, env={"HELM": helm, "THEMELIO_CHART_CACHE": str(cache)})
+    assert no_cache.returncode == 2 and "Traceback" not in no_cache.stderr
     assert (
-        "offline: release gpu-operator: cannot pull chart gpu-operator v26.3.3 from http://127.0.0.1:9"
-        in pulled.stdout
-    )
+        f"{cache}: no chart cache yet: fetch the charts first (`python -m themelio_gpu charts fetch`), or name a "
+        "folder of <chart>-<version> chart folders with --charts"
+    ) in no_cache.stderr
+    cache.mkdir()
+    (cache / "gpu-operator-v26.3.3").symlink_to(charts / "gpu-operator-v26.3.3")
+    partial = run_cli(*inputs, env={"HELM": helm, "THEMELIO_CHART_CACHE": str(cache)})
+    assert partial.returncode == 1
+    assert (
+        f"offline: release dra-driver-nvidia-gpu: {cache}/dra-driver-nvidia-gpu-0.4.1: no such chart folder (the "
+        "chart cache does not hold it yet: run `python -m themelio_gpu charts fetch`)"
+    ) in partial.stdout
     empty = tmp_path / "no-charts"
     empty.mkdir()
-    local = run_cli("--catalog", str(catalog), "--stacks-dir", str(stacks), "--charts", str(empty), env=env)
+    local = run_cli(*inputs, "--charts", str(empty), env={"HELM": helm})
     assert local.returncode == 1
     assert f"{empty}/gpu-operator-v26.3.3: no such chart folder" in local.stdout
-    missing = run_cli("--catalog", str(catalog), "--stacks-dir", str(stacks), "--charts", str(tmp_path / "nope"))
+    missing = run_cli(*inputs, "--charts", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "--charts" in missing.stderr and "no such folder" in missing.stderr
 
 
@@ -575,3 +533,19 @@ def test_helm_is_not_needed_to_list_the_command() -> None:
         check=False,
     )
     assert result.returncode == 0 and "--charts" in result.stdout
+
+
+@pytest.mark.parametrize(("version", "message"), [("1.20", "(oldest: 1.25.0)"), ("1.99", "(newest: 1.37.0)")])
+def test_a_version_without_schemas_fails_the_proof_with_a_message(
+    helm: str, charts: Path, tmp_path: Path, version: str, message: str
+) -> None:
+    pool = {**cluster()["nodePools"][0], "dra": False}
+    catalog, stacks = write_fleet(
+        tmp_path, [cluster(kubernetesVersion=version, offerings=["nvidia.com/gpu"], nodePools=[pool])]
+    )
+    result = run_cli(
+        "--catalog", str(catalog), "--stacks-dir", str(stacks), "--charts", str(charts), env={"HELM": helm}
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"has no schemas for Kubernetes {version} {message}" in result.stdout
+    assert f"warning: {stacks}/test.yaml: kubernetesVersion: Kubernetes {version} is " in result.stderr

@@ -37,7 +37,17 @@ from themelio_gpu.outputs.output_folder import OutputWriteError
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
-from themelio_gpu.settings import CATALOG_ENV, DEFAULT_OUTDIR, STACKS_DIR_ENV, input_paths
+from themelio_gpu.settings import (
+    CATALOG_ENV,
+    CHART_CACHE_ENV,
+    DEFAULT_CHART_CACHE,
+    DEFAULT_INPUTS,
+    DEFAULT_OUTDIR,
+    STACKS_DIR_ENV,
+    SYNTH_COMMAND,
+    chart_cache,
+    input_paths,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -47,7 +57,13 @@ EXIT_BAD_INPUT = 2
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
-EXIT_CODES = "exit codes: 0 success, 1 the check found a problem, 2 bad input (every problem is listed)"
+EXIT_CODES = "exit codes: 0 success, 1 the check found a problem, 2 bad input; each command's --help gives its own"
+BAD_INPUT = "2 bad input (every problem is listed)"
+SYNTH_EXITS = (
+    "exit codes: 0 written, 2 bad input or an output folder that cannot be written (every problem is listed; "
+    "nothing is written), 130/143 interrupted by SIGINT/SIGTERM (the output is wholly the old or wholly the "
+    "new one, as the message says)"
+)
 
 
 def _add_input_flags(parser: argparse.ArgumentParser) -> None:
@@ -75,12 +91,34 @@ def version_text() -> str:
     return f"themelio-gpu {__version__} (cdktf {cdktf})"
 
 
+def _not_here(args: argparse.Namespace) -> None:
+    """Run from a folder without the default inputs (not the checkout): one message saying where to run, instead
+    of a missing catalog and a missing stacks folder."""
+    named = getattr(args, "catalog", None) or getattr(args, "stacks_dir", None)
+    paths = input_paths(None, None)
+    if named or paths != DEFAULT_INPUTS or paths.catalog.exists() or paths.stacks_dir.exists():
+        return
+    problems = Problems()
+    problems.add(
+        f"{paths.catalog}, {paths.stacks_dir}/",
+        "",
+        f"neither is in {Path.cwd()}: run the command from the folder that holds your catalog/ and stacks/ "
+        f"(the checkout), or name them with --catalog and --stacks-dir (or ${CATALOG_ENV}, ${STACKS_DIR_ENV})",
+    )
+    problems.raise_if_any()
+
+
 def _load(args: argparse.Namespace) -> Fleet:
+    _not_here(args)
     paths = input_paths(args.catalog, args.stacks_dir)
-    return load_fleet(paths.catalog, paths.stacks_dir)
+    fleet = load_fleet(paths.catalog, paths.stacks_dir)
+    for warning in fleet.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return fleet
 
 
 def _load_catalog(args: argparse.Namespace) -> Catalog:
+    _not_here(args)
     path = input_paths(args.catalog, None).catalog
     problems = Problems()
     catalog = load_catalog(path, problems, display_path(path))
@@ -156,9 +194,7 @@ def synth_main(argv: Sequence[str]) -> int:
         prog="main.py",
         description="Synthesize one Terraform stack per cluster into <outdir>/stacks/<cluster>/cdk.tf.json. "
         "Other commands: python -m themelio_gpu --help",
-        epilog="exit codes: 0 written, 2 bad input or an output folder that cannot be written (every problem "
-        "is listed; nothing is written), 130/143 interrupted by SIGINT/SIGTERM (the output is wholly the old "
-        "or wholly the new one, as the message says)",
+        epilog=SYNTH_EXITS,
     )
     _synth_parser(parser)
     _add_version_flag(parser)
@@ -433,7 +469,7 @@ def _stacks_to_check(args: argparse.Namespace, tmp: Path) -> dict[str, Path]:
 
 def _resynthesize_command(args: argparse.Namespace) -> str:
     """The `main.py` command that rewrites the checked folder from the same inputs."""
-    words = ["python main.py"]
+    words = [SYNTH_COMMAND]
     if args.catalog:
         words.append(f"--catalog {args.catalog}")
     if args.stacks_dir:
@@ -456,10 +492,14 @@ def _pipeline(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    from themelio_gpu.live.preflight import run_preflight
+    from themelio_gpu.live.preflight import KubeconfigError, run_preflight
 
     plan = _select_cluster(_load(args), args.cluster)
-    return run_preflight(plan, sys.stdout, kubeconfig=args.kubeconfig, context=args.context)
+    try:
+        return run_preflight(plan, sys.stdout, kubeconfig=args.kubeconfig, context=args.context)
+    except KubeconfigError as error:
+        print(f"preflight: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def _select_cluster(fleet: Fleet, name: str) -> ClusterPlan:
@@ -474,30 +514,117 @@ def _select_cluster(fleet: Fleet, name: str) -> ClusterPlan:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from themelio_gpu.charts.helm import HelmMissingError
     from themelio_gpu.verify.charts import VerifyError
     from themelio_gpu.verify.command import verify_clusters
 
     fleet = _load(args)
     plans = [_select_cluster(fleet, args.cluster)] if args.cluster else list(fleet.clusters)
-    charts = Path(args.charts) if args.charts else None
-    if charts is not None and not charts.is_dir():
+    charts = Path(args.charts) if args.charts else chart_cache()
+    if not charts.is_dir():
         problems = Problems()
-        problems.add("command line", f"--charts {args.charts}", "no such folder of chart directories")
+        if args.charts:
+            problems.add("command line", f"--charts {args.charts}", "no such folder of chart directories")
+        else:
+            problems.add(
+                display_path(charts),
+                "",
+                "no chart cache yet: fetch the charts first (`python -m themelio_gpu charts fetch`), or name a "
+                "folder of <chart>-<version> chart folders with --charts",
+            )
         problems.raise_if_any()
     try:
-        return EXIT_OK if verify_clusters(plans, charts, sys.stdout) else EXIT_FAILED
-    except VerifyError as error:
+        return EXIT_OK if verify_clusters(plans, charts, sys.stdout, is_cache=not args.charts) else EXIT_FAILED
+    except (VerifyError, HelmMissingError) as error:
         print(f"verify: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 
+# --- charts ------------------------------------------------------------------------------------------------
+
+
+def _charts_fetch(args: argparse.Namespace) -> int:
+    from themelio_gpu.charts.cache import fetch_charts, known_charts, pinned_charts
+    from themelio_gpu.charts.helm import HelmMissingError, helm_binary
+    from themelio_gpu.plan.helm.known_values import known_chart_versions
+
+    source = Path(args.source) if args.source else None
+    if source is not None and not source.is_dir():
+        problems = Problems()
+        problems.add("command line", f"--from {args.source}", "no such folder of chart folders")
+        problems.raise_if_any()
+    stacks_dir = input_paths(None, args.stacks_dir).stacks_dir
+    refs = known_charts(dict(known_chart_versions())) if args.all_known else pinned_charts(stacks_dir)
+    try:
+        helm = None if source is not None else helm_binary("charts fetch pulls the charts with `helm pull`")
+    except HelmMissingError as error:
+        print(f"charts fetch: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK if fetch_charts(refs, chart_cache(args.cache), sys.stdout, helm, source) else EXIT_FAILED
+
+
+def _charts_known_values(args: argparse.Namespace) -> int:
+    from themelio_gpu.charts.helm import ChartError, HelmMissingError, helm_binary
+    from themelio_gpu.charts.values_table import chart_table_text, table_file
+
+    folder = Path(args.chart_dir) if args.chart_dir else chart_cache(args.cache) / f"{args.chart}-{args.version}"
+    if not folder.is_dir():
+        problems = Problems()
+        fix = "" if args.chart_dir else ": fetch it first (`python -m themelio_gpu charts fetch`)"
+        problems.add(display_path(folder), "", f"no such chart folder{fix}")
+        problems.raise_if_any()
+    try:
+        text = chart_table_text(
+            helm_binary("the table is read from `helm show values`"), args.chart, args.version, folder
+        )
+    except (HelmMissingError, ChartError) as error:
+        print(f"charts known-values: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    target = table_file(args.chart, args.version)
+    current = target.read_text(encoding="utf-8") if target.is_file() else None
+    if args.check:
+        if current != text:
+            print(
+                f"{display_path(target)} is not the table of {display_path(folder)}: run without --check",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        print(f"{display_path(target)} is the table of {display_path(folder)}")
+        return EXIT_OK
+    if current == text:
+        print(f"{display_path(target)} is up to date")
+    else:
+        target.write_text(text, encoding="utf-8")
+        print(
+            f"wrote {display_path(target)}: commit it with the cluster files that pin {args.chart} {args.version}"
+        )
+    return EXIT_OK
+
+
 def _command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, details: str = ""
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    details: str = "",
+    *,
+    exits: str,
 ) -> argparse.ArgumentParser:
-    """A subcommand whose --help says what it does (`summary` also shows in the parent's command list)."""
+    """A subcommand whose --help says what it does (`summary` also shows in the parent's command list) and,
+    last, its own exit codes."""
     return commands.add_parser(
-        name, help=summary, description=f"{summary[0].upper()}{summary[1:]}. {details}".strip(), epilog=EXIT_CODES
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}. {details}".strip(),
+        epilog=exits if exits.startswith("exit codes") else f"exit codes: {exits}",
     )
+
+
+def _group(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """A command of subcommands (`catalog validate`, `charts fetch`): each has its own exit codes."""
+    group = _command(commands, name, summary, exits="each subcommand's --help gives its own")
+    return group.add_subparsers(dest=f"{name}_command", required=True, metavar="SUBCOMMAND")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -510,21 +637,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_version_flag(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    synth = _command(commands, "synth", "synthesize every cluster (what main.py does)")
+    synth = _command(commands, "synth", "synthesize every cluster (what main.py does)", exits=SYNTH_EXITS)
     _synth_parser(synth)
     synth.set_defaults(run=_synth)
 
-    validate = _command(commands, "validate", "check the catalog and every cluster definition", "Writes nothing.")
+    validate = _command(
+        commands,
+        "validate",
+        "check the catalog and every cluster definition",
+        "Writes nothing.",
+        exits=f"0 the catalog and every cluster definition are valid, {BAD_INPUT}",
+    )
     _add_input_flags(validate)
     validate.set_defaults(run=_validate)
 
-    catalog = _command(commands, "catalog", "the GPU catalog: validate, show, export, quota").add_subparsers(
-        dest="catalog_command", required=True, metavar="SUBCOMMAND"
+    catalog = _group(commands, "catalog", "the GPU catalog: validate, show, export, quota")
+    cv = _command(
+        catalog, "validate", "check the catalog file alone", exits=f"0 the catalog is valid, {BAD_INPUT}"
     )
-    cv = _command(catalog, "validate", "check the catalog file alone")
     _add_input_flags(cv)
     cv.set_defaults(run=_catalog_validate)
-    cs = _command(catalog, "show", "table of offerings, products, MIG profiles, quota keys and serving clusters")
+    cs = _command(
+        catalog,
+        "show",
+        "table of offerings, products, MIG profiles, quota keys and serving clusters",
+        exits=f"0 shown, {BAD_INPUT}",
+    )
     _add_input_flags(cs)
     cs.set_defaults(run=_catalog_show)
     ce = _command(
@@ -532,12 +670,16 @@ def build_parser() -> argparse.ArgumentParser:
         "export",
         "the Kubeflow and gpuLabel files, and per cluster the Waldur, quota, Kueue and Notebooks 2.0 files",
         "Printed to stdout as one YAML stream unless --out is given.",
+        exits="0 printed (or written with --out), 2 bad input or a folder that cannot be written",
     )
     _add_input_flags(ce)
     ce.add_argument("--out", "--outdir", metavar="DIR", help="write the files into DIR instead of printing them")
     ce.set_defaults(run=_catalog_export)
     cq = _command(
-        catalog, "quota", "a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path"
+        catalog,
+        "quota",
+        "a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path",
+        exits=f"0 printed, {BAD_INPUT}",
     )
     _add_input_flags(cq)
     cq.add_argument("--cluster", required=True, help="the cluster whose DeviceClasses the quota must close")
@@ -555,6 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
         "schema",
         "rewrite the JSON Schemas of the catalog and cluster files",
         "Writes catalog/gpu-catalog.schema.json and stacks/cluster.schema.json.",
+        exits="0 written, 2 a schema file cannot be written",
     )
     schema.set_defaults(run=_schema)
 
@@ -562,6 +705,8 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "match",
         "which devices each offering's DeviceClass selects (offline dry run of the CEL selectors)",
+        exits="0 every offering's class selects devices of these slices and none overlap, 1 a problem (an empty "
+        "class of an offering whose devices are there, an overlap, a selector error), 2 bad input",
     )
     _add_input_flags(match)
     match.add_argument(
@@ -576,6 +721,8 @@ def build_parser() -> argparse.ArgumentParser:
         "trial",
         "two or more offerings side by side on ResourceSlices: which devices each could be given",
         "Reads the catalog alone (no cluster definition); exit 1 when the trial finds a problem.",
+        exits=f"0 every device each offering selects meets its definition, 1 one does not or an offering selects "
+        f"nothing, {BAD_INPUT}",
     )
     trial.add_argument(
         "--catalog", metavar="FILE", help=f"the GPU catalog (default: ${CATALOG_ENV} or catalog/gpu-catalog.yaml)"
@@ -594,6 +741,8 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         "exit 1 when a synthesized folder differs from what the inputs synthesize",
         "Synthesizes into a temporary folder and prints the differences and what to run.",
+        exits="0 the folder is what the inputs synthesize, 1 it differs (the differences are printed), 2 bad "
+        "input or no such folder",
     )
     _add_input_flags(check)
     check.add_argument(
@@ -609,6 +758,7 @@ def build_parser() -> argparse.ArgumentParser:
         "terraform-check",
         "terraform init, validate and plan (backend removed) on every synthesized stack",
         "Providers come from wherever Terraform gets them: the registry, or a mirror named in TF_CLI_CONFIG_FILE.",
+        exits="0 every stack passed, 1 a stack failed, 2 bad input or no terraform",
     )
     _add_input_flags(terraform)
     terraform.add_argument(
@@ -630,8 +780,9 @@ def build_parser() -> argparse.ArgumentParser:
         "changed",
         "what a change does to each stack: added, changed, removed; per address create, update, replace, destroy",
         "Compares two synthesized folders (or a git commit's fleet with the current one), lists what would hurt "
-        "a running cluster, and prints text, JSON or a GitHub Actions matrix (docs/changed.md). Exit 1 only with "
-        "--fail-on dangerous.",
+        "a running cluster, and prints text, JSON or a GitHub Actions matrix (docs/changed.md).",
+        exits="0 compared, 1 with --fail-on dangerous: a change would hurt a running cluster, 2 bad input (a "
+        "folder or commit that cannot be read or synthesized), 130/143 interrupted (temporary files removed)",
     )
     _add_input_flags(changed)
     changed_command.add_arguments(changed)
@@ -640,7 +791,10 @@ def build_parser() -> argparse.ArgumentParser:
     from themelio_gpu.pipelines import command as pipeline_command
 
     engines = _command(
-        commands, "pipeline", "write a pipeline engine's configuration for the fleet: GitHub Actions or Atlantis"
+        commands,
+        "pipeline",
+        "write a pipeline engine's configuration for the fleet: GitHub Actions or Atlantis",
+        exits="each subcommand's --help gives its own",
     ).add_subparsers(dest="engine", required=True, metavar="ENGINE")
     for engine, summary in (
         (
@@ -654,6 +808,8 @@ def build_parser() -> argparse.ArgumentParser:
             engine,
             summary,
             "Refuses to replace a file it did not write unless --force (docs/pipelines.md).",
+            exits="0 written (or up to date), 1 with --check: the file differs from what the fleet needs, 2 bad "
+            "input or a file this command did not write (without --force)",
         )
         pipeline_command.add_arguments(parser_of_engine, engine, _add_input_flags)
         parser_of_engine.set_defaults(run=_pipeline)
@@ -663,6 +819,8 @@ def build_parser() -> argparse.ArgumentParser:
         "preflight",
         "read-only checks of a live cluster against its definition",
         "The kubeconfig is --kubeconfig, else $KUBECONFIG, else the definition's access.kubeconfig.path.",
+        exits="0 every check passed, 1 a check failed or the cluster cannot be reached, 2 bad input or a "
+        "kubeconfig that cannot be used (missing, not a kubeconfig, no such context)",
     )
     _add_input_flags(preflight)
     preflight.add_argument("cluster", help="the cluster's name (its definition's `name`)")
@@ -675,14 +833,63 @@ def build_parser() -> argparse.ArgumentParser:
         "verify",
         "render the real charts with the stack's values and prove every operand's placement",
         "Needs helm on PATH (or $HELM); reports per cluster, pool and DaemonSet; exit 1 on any failure.",
+        exits="0 every cluster proven, 1 a proof failed, 2 bad input, no chart cache, or no helm or "
+        "kubernetes-validate",
     )
     _add_input_flags(verify)
     verify.add_argument("--cluster", help="only this cluster (default: every cluster)")
     verify.add_argument(
         "--charts",
-        help="folder of chart directories named <chart>-<version> (default: helm pull from each release's repository)",
+        metavar="DIR",
+        help=f"folder of chart directories named <chart>-<version> (default: the chart cache, ${CHART_CACHE_ENV} "
+        f"or {DEFAULT_CHART_CACHE}, which `charts fetch` fills)",
     )
     verify.set_defaults(run=_verify)
+
+    charts = _group(
+        commands, "charts", "the Helm charts the clusters pin: fetch them, tabulate a new version's values keys"
+    )
+    cache_help = f"the chart cache (default: ${CHART_CACHE_ENV} or {DEFAULT_CHART_CACHE})"
+    fetch = _command(
+        charts,
+        "fetch",
+        "put the chart versions the clusters pin into the chart cache, for verify and charts known-values",
+        "Pulls each with `helm pull --untar` from the repository its clusters name (NVIDIA's by default), or copies "
+        "it from --from DIR; charts already in the cache are kept.",
+        exits="0 every chart is in the cache, 1 a chart could not be fetched (what to do is printed), 2 bad "
+        "input or no helm",
+    )
+    fetch.add_argument(
+        "--stacks-dir",
+        metavar="DIR",
+        help=f"folder of cluster definitions whose pinned charts to fetch (default: ${STACKS_DIR_ENV} or stacks/)",
+    )
+    fetch.add_argument(
+        "--all-known", action="store_true", help="every chart version with a known-values table, instead"
+    )
+    fetch.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR",
+        help="copy the charts from DIR (<chart>-<version> folders, as `helm pull --untar` leaves them) instead of pulling",
+    )
+    fetch.add_argument("--cache", metavar="DIR", help=cache_help)
+    fetch.set_defaults(run=_charts_fetch)
+    known = _command(
+        charts,
+        "known-values",
+        "write the known-values table of a chart version from `helm show values` of the chart",
+        "Writes themelio_gpu/plan/helm/tables/<chart>-<version>.json, the values keys validate accepts for that "
+        "version; commit it.",
+        exits="0 written or up to date, 1 with --check: the table differs, 2 no such chart folder (or another "
+        "chart in it) or no helm",
+    )
+    known.add_argument("chart", help="the chart's name, e.g. gpu-operator")
+    known.add_argument("version", help="its version as clusters pin it, e.g. v26.7.0")
+    known.add_argument("--cache", metavar="DIR", help=cache_help)
+    known.add_argument("--chart-dir", metavar="DIR", help="read the chart from DIR instead of the chart cache")
+    known.add_argument("--check", action="store_true", help="write nothing; exit 1 when the table differs")
+    known.set_defaults(run=_charts_known_values)
     return parser
 
 

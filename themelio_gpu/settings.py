@@ -10,6 +10,11 @@ CATALOG_ENV = "THEMELIO_CATALOG"
 STACKS_DIR_ENV = "THEMELIO_STACKS_DIR"
 DEFAULT_CATALOG = Path("catalog/gpu-catalog.yaml")
 DEFAULT_STACKS_DIR = Path("stacks")
+CHART_CACHE_ENV = "THEMELIO_CHART_CACHE"
+DEFAULT_CHART_CACHE = Path(".cache/charts")
+"""Where `charts fetch` puts the charts and `verify` renders them from (gitignored)."""
+SYNTH_COMMAND = ".venv/bin/python main.py"
+"""Synthesis without the CDKTF CLI, as the README runs it from the checkout (what advice tells users to run)."""
 DEFAULT_OUTDIR = "cdktf.out"
 """Where cdktf writes (and the CDKTF CLI reads) the stacks, unless $CDKTF_OUTDIR says otherwise."""
 
@@ -18,6 +23,13 @@ DEFAULT_OUTDIR = "cdktf.out"
 class InputPaths:
     catalog: Path
     stacks_dir: Path
+
+
+DEFAULT_INPUTS = InputPaths(DEFAULT_CATALOG, DEFAULT_STACKS_DIR)
+
+
+def chart_cache(given: str | None = None) -> Path:
+    return Path(given or os.environ.get(CHART_CACHE_ENV) or DEFAULT_CHART_CACHE)
 
 
 def input_paths(catalog: str | None = None, stacks_dir: str | None = None) -> InputPaths:

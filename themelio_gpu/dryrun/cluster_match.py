@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from themelio_gpu.dryrun.match import ClassUnderTest, MatchReport, match_classes, render_report, report_as_dict
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_resourceslices
+from themelio_gpu.dryrun.trial import violations
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, GENERIC_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 
 
@@ -96,23 +98,32 @@ def match_cluster(plan: ClusterPlan, devices: Sequence[Device]) -> MatchReport:
     return match_classes(classes_for_cluster(plan), devices)
 
 
+def absent_offerings(
+    offerings: Iterable[ResolvedOffering], devices: Sequence[Device], products: Mapping[str, GpuProduct]
+) -> set[str]:
+    """The offerings none of whose devices are among `devices`, judged on the catalog's facts (no CEL): on a
+    whole-GPU node, the MIG offerings; on an A100 node, the H100 one."""
+    return {o.name for o in offerings if all(violations(o, device, products) for device in devices)}
+
+
 def match_command(fleet: Fleet, slices: Path, cluster: str | None, as_json: bool) -> int:
-    """Print the dry run; 0 when every offering selects devices and none overlap, 1 otherwise, 2 bad input."""
+    """Print the dry run; 0 when every offering whose devices the slices hold selects them and none overlap,
+    1 otherwise, 2 bad input. Slices of some nodes only are fine: an offering not there is not a problem."""
     if cluster is not None:
         plan = fleet.cluster(cluster)
         if plan is None:
             known = ", ".join(c.name for c in fleet.clusters)
             print(f"command line: {cluster}: no cluster of that name; known: {known}", file=sys.stderr)
             return 2
-        classes = classes_for_cluster(plan)
+        classes, offerings = classes_for_cluster(plan), plan.offerings
     else:
-        classes = classes_for_catalog(fleet.catalog)
+        classes, offerings = classes_for_catalog(fleet.catalog), tuple(fleet.catalog)
     try:
         devices = load_resourceslices(slices)
     except ResourceSliceError as error:
         print("\n".join(error.problems), file=sys.stderr)
         return 2
-    report = match_classes(classes, devices)
+    report = match_classes(classes, devices, absent_offerings(offerings, devices, fleet.catalog.products))
     if as_json:
         print(json.dumps(report_as_dict(report), indent=2, sort_keys=True))
     else:

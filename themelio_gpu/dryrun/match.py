@@ -12,6 +12,9 @@ could consume another's hardware.  An offering's alias classes select its device
 driver chart's generic classes (`gpu.nvidia.com`, `mig.nvidia.com`, offering None) overlap with
 specific ones by design: neither counts.
 
+Not on these nodes (neither): the classes of offerings none of whose devices the slices hold, by the
+catalog's facts (`match` given some nodes' slices); they select nothing, as they should.
+
 Warnings only: devices that no offering's class selects, driver classes (offering None) that select nothing
 (`vfio.gpu.nvidia.com`, or `mig.nvidia.com` on a cluster without MIG, are empty by design), and
 devices shared with an offering that shares by design (`shares_devices`: `nvidia.com/gpu` served by the
@@ -21,7 +24,7 @@ chart during a migration, or a capability offering that declares `overlaps: allo
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -126,6 +129,8 @@ class MatchReport:
     unselected_devices: tuple[DeviceRef, ...]
     empty_driver_classes: tuple[str, ...]
     """Driver classes (offering None) that select no device: a warning."""
+    absent_classes: tuple[str, ...] = ()
+    """Classes of offerings whose devices these slices do not hold: they select nothing, rightly."""
 
     @property
     def ok(self) -> bool:
@@ -159,8 +164,14 @@ def _ref(device: Device) -> DeviceRef:
     )
 
 
-def match_classes(classes: Sequence[ClassUnderTest], devices: Sequence[Device]) -> MatchReport:
-    """Evaluate every class against every device and collect the findings."""
+def match_classes(
+    classes: Sequence[ClassUnderTest], devices: Sequence[Device], absent: Collection[str] = ()
+) -> MatchReport:
+    """Evaluate every class against every device and collect the findings.
+
+    `absent`: offerings whose devices are not among `devices` (slices of some nodes only); their classes
+    selecting nothing is no problem.
+    """
     refs = [_ref(device) for device in devices]
     catalog_selectors: list[list[tuple[str, str, bool]]] = [[] for _ in devices]
     selected_any = [False] * len(devices)
@@ -205,10 +216,12 @@ def match_classes(classes: Sequence[ClassUnderTest], devices: Sequence[Device]) 
         elif len({offering for offering, _, _ in selected}) >= 2:
             shared.append(Overlap(refs[position], tuple(sorted(name for _, name, _ in selected))))
     ordered = sorted(matches, key=_class_key)
+    empty = [m for m in ordered if m.evaluable and not m.devices and m.offering is not None]
     return MatchReport(
         classes=tuple(ordered),
         devices=tuple(sorted(refs, key=_device_key)),
-        empty_classes=tuple(m.name for m in ordered if m.evaluable and not m.devices and m.offering is not None),
+        empty_classes=tuple(m.name for m in empty if m.offering not in absent),
+        absent_classes=tuple(m.name for m in empty if m.offering in absent),
         overlaps=tuple(sorted(overlaps, key=lambda o: _device_key(o.device))),
         shared_devices=tuple(sorted(shared, key=lambda o: _device_key(o.device))),
         errors=tuple(
@@ -305,10 +318,13 @@ def render_report(report: MatchReport) -> str:
         f"on {len(nodes)} node{'s' if len(nodes) != 1 else ''}",
         "",
     ]
+    absent = set(report.absent_classes)
     for item in report.classes:
         lines.append(_class_heading(item))
         if not item.evaluable:
             lines.append("  (not evaluated: a selector does not compile)")
+        elif item.name in absent:
+            lines.append("  (none on these nodes: they have no device of this offering)")
         elif not item.devices:
             lines.append("  (no device)")
         lines.extend(f"  {device.describe()}" for device in item.devices)
@@ -320,6 +336,10 @@ def render_report(report: MatchReport) -> str:
         f"shared with a generic offering: {item.device.describe()} is selected by {', '.join(item.classes)}"
         for item in report.shared_devices
     ]
+    if report.absent_classes:
+        offerings = {m.name: m.offering for m in report.classes}
+        lines.append(f"NOT ON THESE NODES ({len(report.absent_classes)}): no problem for slices of some nodes")
+        lines.extend(f"  {offerings[name]}: class {name}" for name in report.absent_classes)
     lines.append(f"PROBLEMS ({len(problems)})")
     lines.extend(f"  {line}" for line in problems or ["none"])
     lines.append(f"WARNINGS ({len(warnings)})")
@@ -357,6 +377,7 @@ def report_as_dict(report: MatchReport) -> dict[str, object]:
             for item in report.classes
         ],
         "emptyClasses": list(report.empty_classes),
+        "absentClasses": list(report.absent_classes),
         "overlaps": [
             {"device": _device_dict(overlap.device), "classes": list(overlap.classes)}
             for overlap in report.overlaps

@@ -6,12 +6,13 @@ is about as well as its path, and a value YAML read as a number can be quoted ba
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import difflib
 import functools
 import re
 import types
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
@@ -135,25 +136,66 @@ def _key_matches(key: yaml.Node, part: str | int) -> bool:
     return isinstance(key, yaml.ScalarNode) and key.value == str(part)
 
 
-def load_yaml_document(path: Path, problems: Problems, shown_as: str | None = None) -> YamlDocument | None:
-    """The parsed YAML of `path` with its node tree, or None with a problem recorded."""
-    name = shown_as or display_path(path)
+MAX_FILE_BYTES = 1024 * 1024
+"""The size limit of a catalog or cluster file, 1 MiB: the example catalog is 4 KB, a cluster file 1 to 2 KB,
+and a catalog with an offering for every built-in product and MIG profile (39, the benchmark's) 15 KB. A
+bigger file is the wrong file (a dump, a log, an archive): refused before it is parsed, which would take
+minutes and gigabytes."""
+
+MAX_VALUES = 100_000
+"""More values than any catalog or fleet file has; a document with more (written out or through aliases) is
+refused."""
+
+
+def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
+    """The text of an input file, or None with a problem saying why it cannot be one."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         problems.add(name, "", "file not found")
         return None
     except IsADirectoryError:
         problems.add(name, "", "is a folder, not a YAML file")
         return None
-    except (OSError, UnicodeDecodeError) as error:
-        problems.add(name, "", f"cannot read file: {error}")
+    except OSError as error:
+        problems.add(name, "", f"cannot read file: {error.strerror or error}")
         return None
-    return parse_yaml_document(text, name, problems)
+    if len(raw) > MAX_FILE_BYTES:
+        try:
+            size = f"{path.stat().st_size / 1_000_000:.1f} MB, "
+        except OSError:
+            size = ""
+        problems.add(
+            name,
+            "",
+            f"the file is too large ({size}over the 1 MiB limit for a catalog or cluster file, which takes a few "
+            "KB): is it the right file?",
+        )
+        return None
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        problems.add(name, "", "the file is UTF-16 text: save it as UTF-8")
+        return None
+    if b"\0" in raw:
+        problems.add(name, "", "a binary file, not YAML text (it holds NUL bytes): is it the right file?")
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        problems.add(
+            name,
+            f"line {line}",
+            f"the file is not UTF-8 text (byte 0x{raw[error.start]:02X} is not UTF-8): save it as UTF-8",
+        )
+        return None
 
 
-MAX_VALUES = 100_000
-"""More values than any catalog or fleet file has; a document expanding past it through aliases is refused."""
+def load_yaml_document(path: Path, problems: Problems, shown_as: str | None = None) -> YamlDocument | None:
+    """The parsed YAML of `path` with its node tree, or None with a problem recorded."""
+    name = shown_as or display_path(path)
+    text = read_input_text(path, problems, name)
+    return parse_yaml_document(text, name, problems) if text is not None else None
 
 
 class _AliasError(Exception):
@@ -161,13 +203,16 @@ class _AliasError(Exception):
 
 
 def _check_aliases(root: yaml.Node) -> None:
-    """Refuse a document whose aliases (`*name`) refer to themselves or expand it past MAX_VALUES values."""
+    """Refuse a document of more than MAX_VALUES values, and one whose aliases (`*name`) refer to themselves."""
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
+    aliased = False
 
     def size(node: yaml.Node) -> int:
+        nonlocal aliased
         key = id(node)
         if key in sizes:
+            aliased = True  # a node met twice: an alias refers to it
             return sizes[key]
         if key in open_nodes:
             mark = node.start_mark
@@ -184,7 +229,14 @@ def _check_aliases(root: yaml.Node) -> None:
         total = 1 + sum(size(child) for child in children)
         open_nodes.discard(key)
         if total > MAX_VALUES:
-            raise _AliasError("", f"aliases expand the document to more than {MAX_VALUES} values; write them out")
+            if aliased:
+                raise _AliasError(
+                    "", f"aliases expand the document to more than {MAX_VALUES} values; write them out"
+                )
+            raise _AliasError(
+                "",
+                f"more than {MAX_VALUES} values, far more than any catalog or cluster file: is it the right file?",
+            )
         sizes[key] = total
         return total
 
@@ -339,13 +391,21 @@ def _type_under(annotation: Any, part: str | int) -> Any:
     return None
 
 
-def allowed_keys(model: type[BaseModel], location: Sequence[str | int]) -> list[str]:
-    """The keys a file may have at `location` (the parent of an unknown key), as the user spells them."""
+def _annotation_at(model: type[BaseModel], location: Sequence[str | int]) -> Any:
+    """The type of what sits at `location` in a file of `model` (None when unknown)."""
     annotation: Any = model
     for part in location:
         annotation = _type_under(annotation, part)
         if annotation is None:
-            return []
+            return None
+    return annotation
+
+
+def allowed_keys(model: type[BaseModel], location: Sequence[str | int]) -> list[str]:
+    """The keys a file may have at `location` (the parent of an unknown key), as the user spells them."""
+    annotation = _annotation_at(model, location)
+    if annotation is None:
+        return []
     keys: list[str] = []
     for candidate in _flatten(annotation):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
@@ -375,6 +435,23 @@ def _unknown_key_message(model: type[BaseModel], loc: Sequence[str | int]) -> st
 _YAML_KINDS = {bool: "boolean", int: "number", float: "number"}
 
 
+def describe_value(value: Any) -> str:
+    """What YAML made of a value, in a user's words: `a list`, `the number 8`, `the text 'x'`."""
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the text {value if len(value) <= 40 else value[:37] + '...'!r}"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
 def _quote_hint(value: Any, node: yaml.Node | None) -> str:
     """For a string field given a YAML number or boolean: the value quoted as the user wrote it."""
     kind = _YAML_KINDS.get(type(value))
@@ -386,17 +463,88 @@ def _quote_hint(value: Any, node: yaml.Node | None) -> str:
     return f': YAML reads the unquoted {written} as {read_as}; quote it: "{written}"'
 
 
-def _pydantic_message(error: Any, model: type[BaseModel], loc: Sequence[str | int], node: yaml.Node | None) -> str:
+def _choices(expected: str) -> list[str]:
+    """`'a', 'b' or 'c'` (pydantic's list of allowed values) -> ['a', 'b', 'c']."""
+    return re.findall(r"'([^']*)'", expected)
+
+
+def _one_of(value: Any, choices: Sequence[str]) -> str:
+    guess = did_you_mean(str(value), choices) if isinstance(value, str) else None
+    hint = f" (did you mean {guess}?)" if guess else ""
+    return f"must be one of {', '.join(choices)}, not {describe_value(value)}{hint}"
+
+
+def _tags_under(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """The `type` values of the models a discriminated union at `loc` takes (the backend kinds, ...)."""
+    annotation = _annotation_at(model, loc)
+    tags: list[str] = []
+    for candidate in _flatten(annotation) if annotation is not None else ():
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel) and "type" in candidate.model_fields:
+            tags += [str(tag) for tag in get_args(candidate.model_fields["type"].annotation)]
+    return tags
+
+
+_KIND_WORDS = {
+    **dict.fromkeys(("string_type",), "must be text"),
+    **dict.fromkeys(("int_type", "int_parsing", "int_from_float", "int_parsing_size"), "must be a whole number"),
+    **dict.fromkeys(("float_type", "float_parsing", "finite_number"), "must be a number"),
+    **dict.fromkeys(("bool_type", "bool_parsing"), "must be true or false"),
+    **dict.fromkeys(
+        ("dict_type", "model_type", "model_attributes_type", "mapping_type", "dataclass_type"),
+        "must be a mapping (key: value lines)",
+    ),
+    **dict.fromkeys(
+        ("tuple_type", "list_type", "set_type", "frozen_set_type", "iterable_type"),
+        "must be a list (`- item` lines, or [a, b])",
+    ),
+}
+"""pydantic's error types whose own words ("Input should be a valid ...") mean "this is the wrong kind of value"."""
+
+
+def _pydantic_message(
+    error: Any, model: type[BaseModel], loc: Sequence[str | int], node: yaml.Node | None
+) -> str | None:
+    """The problem in this project's words; None for an error that only follows from others (not reported)."""
     kind = error["type"]
+    ctx = error.get("ctx") or {}
+    value = error.get("input")
     if kind == "extra_forbidden":
         return _unknown_key_message(model, loc)
     if kind == "missing":
         return "required key is missing"
+    if kind == "string_type" and _quote_hint(value, node):
+        return "must be text" + _quote_hint(value, node)
+    if kind in _KIND_WORDS:
+        return f"{_KIND_WORDS[kind]}, not {describe_value(value)}"
+    if kind == "too_short":
+        if isinstance(value, Sized) and len(value) >= ctx["min_length"]:
+            return None  # items were refused (each has its own problem): fewer than enough are left
+        least = ctx["min_length"]
+        return f"needs at least {least} item{'s' if least != 1 else ''}; {_count_items(ctx['actual_length'])}"
+    if kind == "too_long":
+        return f"takes at most {ctx['max_length']} items; {_count_items(ctx['actual_length'])}"
+    bounds = {"greater_than": "more than {}", "greater_than_equal": "{} or more", "less_than": "less than {}"}
+    bounds["less_than_equal"] = "{} or less"
+    if kind in bounds:
+        return f"must be {bounds[kind].format(next(iter(ctx.values())))}, not {value!r}"
+    if kind in ("literal_error", "enum"):
+        return _one_of(value, _choices(ctx["expected"]))
+    if kind == "union_tag_invalid":  # validate_model puts the discriminator key into the location
+        key = str(ctx["discriminator"]).strip("'")
+        given = value.get(key, ctx["tag"]) if isinstance(value, Mapping) else ctx["tag"]  # ctx's tag is str()-ed
+        return _one_of(given, _choices(ctx["expected_tags"]))
+    if kind == "union_tag_not_found":
+        what = f"the kind of {loc[-1]}" if loc and isinstance(loc[-1], str) else "which kind it is"
+        tags = _tags_under(model, loc)
+        return f"required key type is missing: {what}" + (f" (one of {', '.join(tags)})" if tags else "")
     message = str(error["msg"])
-    if kind == "string_type":
-        return message + _quote_hint(error.get("input"), node)
     # pydantic prefixes custom ValueError messages with "Value error, "; users need only the message.
-    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return message.replace("Input should be", "must be")
+
+
+def _count_items(count: int) -> str:
+    return "the list is empty" if count == 0 else f"it has {count}"
 
 
 def validate_model(
@@ -414,11 +562,23 @@ def validate_model(
     try:
         return model.model_validate(data)
     except ValidationError as error:
+        found: list[tuple[tuple[str | int, ...], str | None]] = []
         for item in error.errors():
             # Discriminated unions add the tag as a location part; drop function-name noise.
             loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
             full = prefix + loc
+            if item["type"] == "union_tag_invalid":
+                full += (str(item["ctx"]["discriminator"]).strip("'"),)  # the message is about that key
             node = document.value_node(full) if document is not None else None
+            found.append((full, _pydantic_message(item, model, loc, node)))
+        consequences_only = all(message is None for _, message in found)
+        for full, message in found:
+            if message is None:
+                if not consequences_only:
+                    continue
+                message = "holds too few valid items"  # never reached: a refused item has its own message
+            if not full and message.startswith("must be"):
+                message = f"the file {message}"
             position = document.position(full) if document is not None else ""
-            problems.add(name, format_location(full), _pydantic_message(item, model, loc, node), position)
+            problems.add(name, format_location(full), message, position)
         return None

@@ -73,6 +73,10 @@ class ClusterConnectionError(Exception):
     """The cluster cannot be reached or the client cannot be configured; the message says why."""
 
 
+class KubeconfigError(Exception):
+    """The kubeconfig cannot be used (not found, not YAML, not a kubeconfig, no such context): bad input, exit 2."""
+
+
 # --- Output ----------------------------------------------------------------------------------------------
 
 
@@ -174,21 +178,18 @@ def connect(
         try:
             if kubeconfig is not None or context is not None or access is not None:
                 path, source = _kubeconfig_files(kubeconfig, from_env, access.path if access else None)
+                wanted = context or (access.context if access else None)
+                _check_context(path, source, wanted, given=context is not None)
                 try:
                     client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
                         config_file=path,
-                        context=context or (access.context if access else None),
+                        context=wanted,
                         persist_config=False,  # never rewrite the user's kubeconfig
                         client_configuration=configuration,
                     )
-                except yaml.YAMLError as error:
-                    raise ClusterConnectionError(
-                        f"kubeconfig {source} is not valid YAML: {_yaml_reason(error)}"
-                    ) from error
-                except (TypeError, AttributeError, KeyError, ValueError) as error:
-                    raise ClusterConnectionError(
-                        f"kubeconfig {source} is not a kubeconfig (a mapping with clusters, users and contexts): "
-                        f"{type(error).__name__}: {error}"
+                except (ConfigException, TypeError, AttributeError, KeyError, ValueError) as error:
+                    raise KubeconfigError(
+                        f"kubeconfig {source} cannot be used: {error}{_logged(capture.messages)}"
                     ) from error
             else:
                 client = kube_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
@@ -207,8 +208,38 @@ def _kubeconfig_files(flag: str | None, from_env: str | None, definition: str | 
     files = os.pathsep.join(str(Path(f).expanduser()) for f in given.split(os.pathsep) if f)
     shown = files + (" (from $KUBECONFIG)" if flag is None and from_env else "")
     if not any(Path(f).is_file() for f in files.split(os.pathsep)):
-        raise ClusterConnectionError(f"kubeconfig {shown} not found")
+        raise KubeconfigError(f"kubeconfig {shown} not found")
     return files, shown
+
+
+def _check_context(files: str | None, shown: str, wanted: str | None, *, given: bool) -> None:
+    """KubeconfigError unless the kubeconfig files read as kubeconfigs holding the context `wanted` (None: the
+    current one): said in our words before the client says it in its own."""
+    names: list[str] = []
+    current = None
+    for file in (f for f in (files or "").split(os.pathsep) if f and Path(f).is_file()):
+        try:
+            data = yaml.safe_load(Path(file).read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as error:
+            reason = _yaml_reason(error) if isinstance(error, yaml.YAMLError) else "not UTF-8 text"
+            raise KubeconfigError(f"kubeconfig {shown} is not valid YAML: {reason}") from None
+        if data is None:
+            raise KubeconfigError(f"kubeconfig {shown}: the config file is empty")
+        if not isinstance(data, dict) or not isinstance(data.get("contexts") or [], list):
+            raise KubeconfigError(
+                f"kubeconfig {shown} is not a kubeconfig (a mapping with clusters, users and contexts)"
+            )
+        names += [str(c.get("name")) for c in data.get("contexts") or [] if isinstance(c, dict)]
+        current = current or data.get("current-context")
+    wanted = wanted or current
+    if wanted is None:
+        raise KubeconfigError(f"kubeconfig {shown} has no current-context: name one with --context")
+    if wanted not in names:
+        where = (
+            "--context" if given else "access.kubeconfig.context of the cluster's definition (or pass --context)"
+        )
+        known = ", ".join(names) or "none"
+        raise KubeconfigError(f"kubeconfig {shown} has no context {wanted!r} (its contexts: {known}); fix {where}")
 
 
 def _yaml_reason(error: yaml.YAMLError) -> str:

@@ -26,25 +26,21 @@ from themelio_gpu.inputs.catalog.products import (
 )
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
+from themelio_gpu.inputs.clusters.files import cluster_definition_files as cluster_definition_files  # re-exported
+from themelio_gpu.inputs.clusters.files import clusters_beside_the_catalog, load_cluster_files
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
-from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.secrets import find_secrets
-from themelio_gpu.inputs.yaml_input import (
-    YamlDocument,
-    add_positions,
-    display_path,
-    format_location,
-    load_yaml_document,
-    validate_model,
-)
+from themelio_gpu.inputs.problems import Problem, Problems
+from themelio_gpu.inputs.yaml_input import add_positions, display_path, format_location
 from themelio_gpu.plan import dra_mode, kueue, renames
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
     UnsupportedChartVersion,
     deep_merge,
+    parse_path,
     render_values_yaml,
     unknown_value_paths,
 )
+from themelio_gpu.plan.kubernetes_version import version_warnings
 from themelio_gpu.plan.terraform_version import required_terraform_version
 
 ALL_COMPONENTS = tuple(Component)
@@ -124,6 +120,8 @@ class ClusterPlan:
 class Fleet:
     catalog: Catalog
     clusters: tuple[ClusterPlan, ...]
+    warnings: tuple[Problem, ...] = ()
+    """What the fleet may get wrong without being wrong (a Kubernetes version newer than any known), by file."""
 
     def cluster(self, name: str) -> ClusterPlan | None:
         return next((c for c in self.clusters if c.name == name), None)
@@ -132,56 +130,28 @@ class Fleet:
         return tuple(c.name for c in self.clusters if any(o.name == offering for o in c.offerings))
 
 
-def cluster_definition_files(stacks_dir: Path, problems: Problems) -> list[Path]:
-    shown = display_path(stacks_dir)
-    if not stacks_dir.is_dir():
-        problems.add(shown, "", "folder of cluster definitions not found")
-        return []
-    files = sorted(p for p in stacks_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-    if not files:
-        problems.add(shown, "", "no cluster definitions (*.yaml) in this folder")
-    return files
-
-
 def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
     """The checked fleet; raises InputError listing every problem in every file."""
     problems = Problems()
     catalog = load_catalog(catalog_path, problems, display_path(catalog_path))
     # The cluster files are read and checked even when the catalog is broken: one run shows everything.
-    documents: dict[str, YamlDocument] = {}
-    secrets: list[str] = []
-    definitions: list[tuple[str, ClusterDefinition]] = []
-    cwd = Path.cwd().resolve()
-    for path in cluster_definition_files(stacks_dir, problems):
-        shown = display_path(path, cwd)
-        before = len(problems)
-        document = load_yaml_document(path, problems, shown)
-        if document is None or document.data is None:
-            if len(problems) == before:
-                problems.add(shown, "", "the file is empty")
-            continue
-        documents[shown] = document
-        for finding in find_secrets(document.data):
-            problems.add(shown, format_location(finding.path), finding.message)
-            secrets += [finding.secret] if finding.secret else []
-        definition = validate_model(ClusterDefinition, document.data, shown, problems, document=document)
-        if definition is not None:
-            definitions.append((shown, definition))
-    seen: dict[str, str] = {}
-    for file, definition in definitions:
-        if definition.name in seen:
-            problems.add(file, "name", f"cluster {definition.name!r} is also defined in {seen[definition.name]}")
-        seen.setdefault(definition.name, file)
+    files = load_cluster_files(stacks_dir, problems)
+    clusters_beside_the_catalog(catalog_path, stacks_dir, problems)
     plans = []
-    for file, definition in definitions:
+    for file, definition in files.definitions:
         plan = plan_cluster(catalog, definition, file, problems)
         if plan is not None:
             plans.append(plan)
-    problems.redact(secrets)
-    add_positions(problems, documents)
+    problems.redact(files.secrets)
+    add_positions(problems, files.documents)
     problems.raise_if_any()
     assert catalog is not None  # no problems means the catalog loaded
-    return Fleet(catalog=catalog, clusters=tuple(sorted(plans, key=lambda p: p.name)))
+    warnings = Problems()
+    for file, definition in files.definitions:
+        for location, message in version_warnings(definition):
+            warnings.add(file, location, message)
+    add_positions(warnings, files.documents)
+    return Fleet(catalog=catalog, clusters=tuple(sorted(plans, key=lambda p: p.name)), warnings=tuple(warnings))
 
 
 def plan_cluster(
@@ -203,7 +173,10 @@ def plan_cluster(
     dra = any(p.dra for p in cluster.node_pools)
     if dra:
         _check_version_gates(cluster, file, problems)
-    placements = _check_coverage(cluster, offerings, pools, file, problems)
+    # A pool of an unknown product (reported above) is left out: every offering it would serve would be
+    # reported as unplaced too, burying the cause under its consequences.
+    every_pool = len(pools) == len(cluster.node_pools)
+    placements = _check_coverage(cluster, offerings, pools, file, problems) if every_pool else MappingProxyType({})
 
     names: list[str] = []
     classes: list[DeviceClassSpec] = []
@@ -580,7 +553,10 @@ def _merged_values(
         problems.add(file, f"{where}.values", f"{error}; quote it in YAML to make it a string")
         return derived
     for item in unknown:
-        problems.add(file, f"{where}.values", f"{item} for chart {chart} {version}")
+        # At the key itself: its line, not the line of `values:`.
+        problems.add(
+            file, format_location((where, "values", *parse_path(item.path))), f"{item} for chart {chart} {version}"
+        )
     for item in unknown_derived:
         problems.add(
             file, f"{where}.version", f"chart {chart} {version} has no key {item.path}, which this tool sets"

@@ -8,9 +8,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+from themelio_gpu.charts.helm import ChartError, helm_binary
+from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.manifests import device_class_manifest
-from themelio_gpu.verify.charts import ChartError, ChartSource, helm_binary
+from themelio_gpu.verify.charts import ChartSource
 from themelio_gpu.verify.proof import ClusterProof, count, prove_cluster, render_proof
 from themelio_gpu.verify.render import RenderedRelease, render_release
 from themelio_gpu.verify.validation import ValidationResult, load_kubernetes_validate, validate_objects
@@ -35,13 +37,18 @@ def verify_cluster(plan: ClusterPlan, source: ChartSource, work_dir: Path, kv: M
     return prove_cluster(plan, rendered, validation)
 
 
-def verify_clusters(plans: Sequence[ClusterPlan], charts_dir: Path | None, out: TextIO) -> bool:
-    """Prints one report per cluster and a summary; True when every cluster is proven."""
+def verify_clusters(
+    plans: Sequence[ClusterPlan], charts_dir: Path, out: TextIO, *, is_cache: bool = False
+) -> bool:
+    """Prints one report per cluster and a summary; True when every cluster is proven.
+
+    The charts come from `charts_dir` (`is_cache`: the chart cache, whose missing charts `charts fetch` gets).
+    """
     helm = helm_binary()
     kv = load_kubernetes_validate()
     proofs = []
     with tempfile.TemporaryDirectory(prefix="themelio-verify-") as tmp:
-        source = ChartSource(helm, Path(tmp), charts_dir)
+        source = ChartSource(helm, charts_dir, is_cache=is_cache)
         for plan in plans:
             proof = verify_cluster(plan, source, Path(tmp), kv)
             print(render_proof(proof), end="\n\n", file=out)
@@ -49,7 +56,7 @@ def verify_clusters(plans: Sequence[ClusterPlan], charts_dir: Path | None, out: 
     failed = [p for p in proofs if p.failures]
     pools = sum(len(p.pools) for p in proofs)
     placements = sum(len(pool.rows) for p in proofs for pool in p.pools)
-    where = f"charts from {charts_dir}" if charts_dir is not None else "charts pulled from their repositories"
+    where = f"charts from {display_path(charts_dir)}"
     scope = f"{count(len(proofs), 'cluster')}, {count(pools, 'pool')}"
     if failed:
         problems = count(sum(len(p.failures) for p in failed), "problem")

@@ -20,6 +20,7 @@ from themelio_gpu.outputs.stack_folders import (
     kept_message,
     stale_stacks,
 )
+from themelio_gpu.settings import SYNTH_COMMAND
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def _synthesis_removes(rel: str, diff: FolderDiff) -> bool:
     return parts[2:] == (STACK_FILE,) or any(stack.name == parts[1] for stack in diff.kept)
 
 
-def render_diff(diff: FolderDiff, committed: str, resynthesize: str = "python main.py") -> str:
+def render_diff(diff: FolderDiff, committed: str, resynthesize: str = SYNTH_COMMAND) -> str:
     """The report, ending in what to do; `resynthesize` is the command that rewrites `committed`."""
     if diff.identical:
         return f"{committed} is up to date with the catalog and cluster definitions."

@@ -46,6 +46,13 @@ def validate_objects(
     kv = kv or load_kubernetes_validate()
     latest = str(kv.latest_version())
     result = ValidationResult()
+    oldest = str(kv.utils.all_versions()[0])
+    if _minor(kubernetes_version) < _minor(oldest):  # kubernetes-validate would fail with an IndexError
+        result.invalid.append(
+            f"kubernetes-validate {kv.__version__} has no schemas for Kubernetes {kubernetes_version} "
+            f"(oldest: {oldest}): the objects cannot be checked against its API"
+        )
+        return result
     with _schemas_read_once(kv):
         _validate_each(kv, objects, kubernetes_version, latest, result)
     return result
@@ -90,6 +97,10 @@ def _validate_each(
                 f"{kubernetes_version} (newest: {latest}); upgrade it"
             )
             break
+
+
+def _minor(version: str) -> int:
+    return int(version.split(".")[1])
 
 
 def _known_to(kv: ModuleType, obj: Mapping[str, Any], latest: str) -> bool:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from themelio_gpu.inputs import k8s_names
+from themelio_gpu.inputs.yaml_input import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,9 @@ PRODUCTS: Mapping[str, GpuProduct] = MappingProxyType(
 
 
 def unknown_product_message(key: str, products: Mapping[str, GpuProduct] = PRODUCTS) -> str:
-    return f"unknown product {key!r}; known: {', '.join(products)} (or declare it under products:)"
+    guess = did_you_mean(key, products)
+    hint = f" (did you mean {guess}?)" if guess else ""
+    return f"unknown product {key!r}{hint}; known: {', '.join(products)} (or declare it under products:)"
 
 
 def mig_profile_resource_spelling(profile: str) -> str:

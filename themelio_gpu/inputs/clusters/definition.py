@@ -6,7 +6,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from themelio_gpu.inputs.catalog.model import Strict
 from themelio_gpu.inputs.secrets import LITERAL_CREDENTIAL_KEYS
@@ -216,6 +216,25 @@ class Taint(Strict):
     effect: str = Field(description="NoSchedule, PreferNoSchedule or NoExecute")
 
 
+_KUBECTL_TAINT = re.compile(r"(?P<key>[^=:\s]+)(?:=(?P<value>[^:\s]*))?:(?P<effect>[^:\s]+)")
+
+
+def _taint_from_kubectl_form(data: Any) -> Any:
+    """A taint written as kubectl writes it, `key=value:Effect` or `key:Effect`, is the mapping it stands for."""
+    if not isinstance(data, str):
+        return data
+    match = _KUBECTL_TAINT.fullmatch(data.strip())
+    if match is None:
+        raise ValueError(
+            f"{data!r} is not a taint: write key=value:Effect as kubectl does (e.g. nvidia.com/gpu=present:NoSchedule), "
+            "key:Effect, or a mapping {key: ..., value: ..., effect: ...}"
+        )
+    return {"key": match["key"], "value": match["value"] or "", "effect": match["effect"]}
+
+
+TaintEntry = Annotated[Taint, BeforeValidator(_taint_from_kubectl_form, json_schema_input_type=Taint | str)]
+
+
 class MigCreatedBy(StrEnum):
     mig_manager = "mig-manager"
     """The GPU Operator's MIG Manager creates the layout from the pool's nvidia.com/mig.config label."""
@@ -296,8 +315,10 @@ class NodePool(Strict):
     gpus_per_node: int = Field(alias="gpusPerNode", gt=0, le=16)
     mig: MigLayout | None = Field(default=None, description="Omit for whole GPUs (MIG disabled)")
     dra: bool = Field(default=True, description="Allocate through the NVIDIA DRA driver (else the device plugin)")
-    taints: tuple[Taint, ...] | None = Field(
-        default=None, description="Default: nvidia.com/gpu=present:NoSchedule"
+    taints: tuple[TaintEntry, ...] | None = Field(
+        default=None,
+        description="Default: nvidia.com/gpu=present:NoSchedule. Each a mapping (key, value, effect) or kubectl's "
+        "key=value:Effect",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra labels of this pool")
     provisioning: Provisioning
@@ -391,7 +412,9 @@ class CatalogConfigMap(Strict):
 class ClusterDefinition(Strict):
     schema_ref: str | None = Field(default=None, alias="$schema")
     name: str = Field(description="Cluster and stack name: what `cdktf deploy <name>` takes")
-    kubernetes_version: str = Field(alias="kubernetesVersion", description="Control plane version, e.g. 1.34")
+    kubernetes_version: str = Field(
+        alias="kubernetesVersion", description="Control plane version, e.g. 1.34 or 1.34.2 (kubectl's v1.34.2 too)"
+    )
     feature_gates: FeatureGates = Field(default=FeatureGates(), alias="featureGates")
     access: Access
     backend: Backend
@@ -417,7 +440,7 @@ class ClusterDefinition(Strict):
     @classmethod
     def _version(cls, value: str) -> str:
         if not re.fullmatch(r"v?1\.\d{1,2}(\.\d+)?", value):
-            raise ValueError(f"{value!r} is not a Kubernetes version like 1.34 or 1.34.2")
+            raise ValueError(f"{value!r} is not a Kubernetes version like 1.34 or 1.34.2 (or kubectl's v1.34.2)")
         return value.removeprefix("v")
 
     @property

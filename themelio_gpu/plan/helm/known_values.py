@@ -1,11 +1,12 @@
 """Which Helm values keys the pinned NVIDIA charts accept, and safe helpers to build values.
 
 The charts ship no `values.schema.json`, so Helm silently ignores a misspelt key (for example
-`devicePlugin.enable: false` leaves the device plugin running next to the DRA driver). The table in
-`_known_paths.py`, generated from each chart's real `values.yaml` by `scripts/gen_known_helm_values.py`,
-lets us reject such keys before anything reaches a cluster.
+`devicePlugin.enable: false` leaves the device plugin running next to the DRA driver). One table per chart
+version, `tables/<chart>-<version>.json`, derived from the chart's real values (`helm show values`) by
+`python -m themelio_gpu charts known-values CHART VERSION` (themelio_gpu/charts/values_table.py), lets us
+reject such keys before anything reaches a cluster.
 
-Path syntax (used by the table, `iter_value_paths`, `unknown_value_paths` and `UnknownPath.path`):
+Path syntax (used by the tables, `iter_value_paths`, `unknown_value_paths` and `UnknownPath.path`):
 
 - A path is the sequence of mapping keys from the root, joined with `.`: `driver.manager.env`.
 - A key made only of ASCII letters, digits, `_` and `-` is written bare: `node-feature-discovery.gc`.
@@ -15,7 +16,7 @@ Path syntax (used by the table, `iter_value_paths`, `unknown_value_paths` and `U
 - Lists are leaves: a list override replaces the whole list in Helm, so no path goes into a list.
 
 Table semantics: `paths` holds every real mapping key of the chart's values.yaml (keys that appear only in
-comments do not count, e.g. `operator.version` or `hostPaths.kubeletRootDir`). `open_paths` are the paths
+comments do not count, e.g. `operator.version` or `hostPaths.kubeletRootDir`). `openPaths` are the paths
 under which any sub-key is accepted: defaults that are `{}` or null (nodeSelector, podAnnotations,
 featureGates, resources, ...), mappings with a free-form Kubernetes type by name (nodeSelector, annotations,
 labels, podAnnotations, affinity, securityContext, podSecurityContext; `resources` when it holds only
@@ -31,21 +32,21 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import yaml
 
-from themelio_gpu.plan.helm import _known_paths
-
 __all__ = [
-    "KNOWN_CHART_VERSIONS",
+    "TABLES_DIR",
     "ChartPaths",
     "UnknownPath",
     "UnsupportedChartVersion",
     "deep_merge",
     "format_path",
     "iter_value_paths",
+    "known_chart_versions",
     "known_paths",
     "parse_path",
     "render_values_yaml",
@@ -54,16 +55,8 @@ __all__ = [
 
 _BARE_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 
-
-def _versions_by_chart() -> Mapping[str, tuple[str, ...]]:
-    by_chart: dict[str, list[str]] = {}
-    for chart, version in _known_paths.PATHS:
-        by_chart.setdefault(chart, []).append(version)
-    return MappingProxyType({chart: tuple(sorted(vs)) for chart, vs in sorted(by_chart.items())})
-
-
-KNOWN_CHART_VERSIONS: Mapping[str, tuple[str, ...]] = _versions_by_chart()
-"""Chart name -> the chart versions that have a table of known values paths."""
+TABLES_DIR = Path(__file__).resolve().parent / "tables"
+"""One JSON file per chart version: `<chart>-<version>.json`."""
 
 
 class ChartPaths(NamedTuple):
@@ -71,6 +64,31 @@ class ChartPaths(NamedTuple):
 
     paths: tuple[str, ...]
     open_paths: tuple[str, ...]
+
+
+@functools.cache
+def _tables() -> Mapping[tuple[str, str], ChartPaths]:
+    tables: dict[tuple[str, str], ChartPaths] = {}
+    for file in sorted(TABLES_DIR.glob("*.json")):
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+            key = (str(data["chart"]), str(data["version"]))
+            tables[key] = ChartPaths(tuple(data["paths"]), tuple(data["openPaths"]))
+        except (ValueError, KeyError, TypeError) as error:
+            raise RuntimeError(
+                f"{file}: not a known-values table ({error}); write it again with "
+                "`python -m themelio_gpu charts known-values CHART VERSION`"
+            ) from None
+    return MappingProxyType(tables)
+
+
+@functools.cache
+def known_chart_versions() -> Mapping[str, tuple[str, ...]]:
+    """Chart name -> the chart versions that have a table of known values paths."""
+    by_chart: dict[str, list[str]] = {}
+    for chart, version in _tables():
+        by_chart.setdefault(chart, []).append(version)
+    return MappingProxyType({chart: tuple(sorted(vs)) for chart, vs in sorted(by_chart.items())})
 
 
 @dataclass(frozen=True)
@@ -86,17 +104,22 @@ class UnknownPath:
 
 
 class UnsupportedChartVersion(ValueError):  # noqa: N818 - the name is the agreed public API
-    """No table of known values paths exists for this chart and version."""
+    """No table of known values paths exists for this chart and version; the message says how to add one."""
 
     def __init__(self, chart: str, version: str) -> None:
         self.chart = chart
         self.version = version
-        self.supported: tuple[str, ...] = KNOWN_CHART_VERSIONS.get(chart, ())
+        self.supported: tuple[str, ...] = known_chart_versions().get(chart, ())
         if self.supported:
-            detail = f"versions with a table: {', '.join(self.supported)}"
+            detail = f"tables exist for {', '.join(self.supported)}"
         else:
-            detail = f"charts with a table: {', '.join(KNOWN_CHART_VERSIONS)}"
-        super().__init__(f"no known values table for chart {chart!r} version {version!r}; {detail}")
+            detail = f"tables exist for the charts {', '.join(known_chart_versions())}"
+        super().__init__(
+            f"no known values table for chart {chart!r} version {version!r} ({detail}). To add it: "
+            f"`python -m themelio_gpu charts fetch` (pulls the versions your clusters pin into the chart cache), "
+            f"then `python -m themelio_gpu charts known-values {chart} {version}` (writes "
+            f"themelio_gpu/plan/helm/tables/{chart}-{version}.json; commit it); see docs/charts.md"
+        )
 
 
 # --- path syntax ------------------------------------------------------------------------------------
@@ -154,9 +177,9 @@ class _Table(NamedTuple):
 @functools.cache
 def _table(chart: str, version: str) -> _Table:
     key = (chart, version)
-    if key not in _known_paths.PATHS:
+    if key not in _tables():
         raise UnsupportedChartVersion(chart, version)
-    paths = _known_paths.PATHS[key]
+    paths, open_paths = _tables()[key]
     children: dict[str, list[str]] = {}
     for path in paths:
         segments = parse_path(path)
@@ -164,7 +187,7 @@ def _table(chart: str, version: str) -> _Table:
         children.setdefault(parent, []).append(segments[-1])
     return _Table(
         paths=frozenset(paths),
-        open_paths=frozenset(_known_paths.OPEN_PATHS[key]),
+        open_paths=frozenset(open_paths),
         children=MappingProxyType({p: tuple(c) for p, c in children.items()}),
     )
 
@@ -172,8 +195,7 @@ def _table(chart: str, version: str) -> _Table:
 def known_paths(chart: str, version: str) -> ChartPaths:
     """The table for one chart version; raises UnsupportedChartVersion if there is none."""
     _table(chart, version)  # raises the typed error for an unknown chart/version
-    key = (chart, version)
-    return ChartPaths(_known_paths.PATHS[key], _known_paths.OPEN_PATHS[key])
+    return _tables()[(chart, version)]
 
 
 def _key(key: object, parent: str) -> str:

@@ -1,0 +1,170 @@
+"""The chart cache: one folder per chart version, `<cache>/<chart>-<version>/`, as `helm pull --untar` leaves
+it. `charts fetch` fills it (helm pull from the chart's repository, or a copy from a folder of such chart
+folders); `verify` renders from it; `charts known-values` reads a new version's values from it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import yaml
+
+from themelio_gpu.charts.helm import ChartError, run_helm
+from themelio_gpu.inputs.clusters.definition import ClusterDefinition, DraDriverRelease, GpuOperatorRelease
+from themelio_gpu.inputs.clusters.files import load_cluster_files
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.yaml_input import display_path
+
+OPERATOR_CHART = "gpu-operator"
+
+
+@dataclass(frozen=True, order=True)
+class ChartRef:
+    """A chart version and the repository it is pulled from (https, or oci://)."""
+
+    chart: str
+    version: str
+    repository: str
+
+    @property
+    def folder(self) -> str:
+        """Its folder name in a cache: `<chart>-<version>`."""
+        return f"{self.chart}-{self.version}"
+
+    def __str__(self) -> str:
+        return f"{self.chart} {self.version}"
+
+
+def cluster_charts(cluster: ClusterDefinition) -> list[ChartRef]:
+    """The charts a cluster's stack installs, as `plan_cluster` makes its releases: the GPU Operator, and the DRA
+    driver chart when a pool uses DRA and the GPU Operator does not manage the driver."""
+    operator = cluster.gpu_operator
+    charts = [ChartRef(OPERATOR_CHART, operator.version, operator.repository)]
+    if any(pool.dra for pool in cluster.node_pools) and not cluster.dra_by_gpu_operator:
+        dra = cluster.dra_driver
+        charts.append(ChartRef(dra.chart, dra.version, dra.chart_repository))
+    return charts
+
+
+def pinned_charts(stacks_dir: Path) -> list[ChartRef]:
+    """Every chart version the fleet's clusters pin, each once; raises InputError for unreadable cluster files.
+
+    Only the cluster files are read (not the catalog, nothing planned): a version without a known-values
+    table yet must still be fetchable, to tabulate it.
+    """
+    problems = Problems()
+    files = load_cluster_files(stacks_dir, problems)
+    problems.redact(files.secrets)
+    problems.raise_if_any()
+    found: dict[tuple[str, str], ChartRef] = {}
+    for _, definition in files.definitions:
+        for ref in cluster_charts(definition):
+            found.setdefault((ref.chart, ref.version), ref)
+    return sorted(found.values())
+
+
+def default_repository(chart: str) -> str:
+    """Where a cluster that names no repository gets `chart` from."""
+    if chart == OPERATOR_CHART:
+        return str(GpuOperatorRelease.model_fields["repository"].default)
+    return DraDriverRelease.model_validate({"chart": chart}).chart_repository
+
+
+def known_charts(versions: dict[str, tuple[str, ...]]) -> list[ChartRef]:
+    """Every chart version with a known-values table, from its default repository."""
+    return sorted(ChartRef(chart, v, default_repository(chart)) for chart, vs in versions.items() for v in vs)
+
+
+def check_chart_folder(folder: Path, chart: str, version: str) -> None:
+    """ChartError unless `folder` holds the chart `chart` at `version` (its Chart.yaml says so)."""
+    chart_yaml = folder / "Chart.yaml"
+    try:
+        meta = yaml.safe_load(chart_yaml.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ChartError(f"{display_path(chart_yaml)}: not a readable Chart.yaml ({error})") from None
+    if not isinstance(meta, dict) or (str(meta.get("name")), str(meta.get("version"))) != (chart, version):
+        found = f"{meta.get('name')} {meta.get('version')}" if isinstance(meta, dict) else "no chart"
+        raise ChartError(f"{display_path(chart_yaml)}: is {found}, not {chart} {version}")
+
+
+def pull_command(ref: ChartRef, into: Path) -> list[str]:
+    """helm's arguments to pull `ref` untarred into `into` (as `<into>/<chart>/`)."""
+    if ref.repository.startswith("oci://"):
+        source = [f"{ref.repository.rstrip('/')}/{ref.chart}"]
+    else:
+        source = [ref.chart, "--repo", ref.repository]
+    return ["pull", *source, "--version", ref.version, "--untar", "--untardir", str(into)]
+
+
+OFFLINE_ADVICE = (
+    "Without access to the charts' repositories (NVIDIA's are helm.ngc.nvidia.com and registry.k8s.io; helm "
+    "honours HTTPS_PROXY): run `charts fetch` where they can be reached and copy the {cache} folder here, or "
+    "fetch from a folder of chart folders named <chart>-<version> (as `helm pull --untar` leaves them) with "
+    "`charts fetch --from DIR`"
+)
+
+
+def fetch_charts(
+    refs: Iterable[ChartRef], cache: Path, out: TextIO, helm: str | None, source: Path | None
+) -> bool:
+    """Put every chart of `refs` into `cache` (skipping those already there); True when all are there.
+
+    From `source` (a folder of chart folders) when given, else with `helm pull`. Each chart lands in one rename,
+    so the cache never holds half a chart.
+    """
+    ok = True
+    offline = False
+    for ref in refs:
+        target = cache / ref.folder
+        if target.is_dir():
+            try:
+                check_chart_folder(target, ref.chart, ref.version)
+                print(f"{ref}: already in {display_path(target)}", file=out)
+            except ChartError as error:
+                ok = False
+                print(f"{ref}: FAILED: {error}; remove {display_path(target)} and fetch again", file=out)
+            continue
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=".fetching-", dir=cache) as staging:
+                if source is not None:
+                    fetched, origin = _copy(ref, source, Path(staging)), f"copied from {display_path(source)}"
+                else:
+                    assert helm is not None
+                    fetched, origin = _pull(ref, helm, Path(staging)), f"pulled from {ref.repository}"
+                fetched.rename(target)
+            print(f"{ref}: {origin} into {display_path(target)}", file=out)
+        except ChartError as error:
+            ok = False
+            offline = offline or source is None
+            print(f"{ref}: FAILED: {error}", file=out)
+    if offline:
+        print(OFFLINE_ADVICE.format(cache=display_path(cache)), file=out)
+    return ok
+
+
+def _pull(ref: ChartRef, helm: str, staging: Path) -> Path:
+    run_helm(helm, pull_command(ref, staging), f"cannot pull chart {ref} from {ref.repository}")
+    folder = staging / ref.chart
+    if not folder.is_dir():
+        raise ChartError(f"helm pull of {ref} from {ref.repository} left no {ref.chart}/")
+    check_chart_folder(folder, ref.chart, ref.version)
+    return folder
+
+
+def _copy(ref: ChartRef, source: Path, staging: Path) -> Path:
+    origin = source / ref.folder
+    if not origin.is_dir():
+        raise ChartError(f"{display_path(origin)}: no such chart folder (--from holds <chart>-<version> folders)")
+    check_chart_folder(origin, ref.chart, ref.version)
+    folder = staging / ref.chart
+    shutil.copytree(origin, folder, symlinks=True)
+    for path in [folder, *folder.rglob("*")]:  # a read-only source gives read-only copies: the cache is ours
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o200)
+    return folder

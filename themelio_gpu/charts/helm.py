@@ -1,0 +1,49 @@
+"""Running the real helm: found on PATH or named by $HELM; its failures are messages, never tracebacks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+HELM_ENV = "HELM"
+HELM_TIMEOUT_SECONDS = 300
+
+
+class HelmMissingError(Exception):
+    """No helm to run: one clear message, exit 2."""
+
+
+class ChartError(Exception):
+    """One chart cannot be had (pulled, copied, found) or rendered: the message says which and why."""
+
+
+def helm_binary(purpose: str = "verify renders the real charts with `helm template`") -> str:
+    """helm named by $HELM, else the one on PATH."""
+    named = os.environ.get(HELM_ENV)
+    if named:
+        if shutil.which(named) is None:
+            raise HelmMissingError(f"${HELM_ENV} is {named!r}, which is not an executable helm")
+        return named
+    found = shutil.which("helm")
+    if found is None:
+        raise HelmMissingError(
+            f"helm is not installed: {purpose}. Install helm (v3.8 or later) on PATH or name it in ${HELM_ENV}"
+        )
+    return found
+
+
+def run_helm(helm: str, args: list[str], what: str) -> str:
+    """helm's stdout; ChartError with helm's own message when it fails."""
+    try:
+        done = subprocess.run(
+            [helm, *args], capture_output=True, text=True, timeout=HELM_TIMEOUT_SECONDS, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise ChartError(f"{what}: helm did not finish within {HELM_TIMEOUT_SECONDS}s") from None
+    except OSError as error:
+        raise HelmMissingError(f"cannot run {helm}: {error.strerror or error}") from None
+    if done.returncode != 0:
+        message = " ".join(line.strip() for line in done.stderr.strip().splitlines() if line.strip())
+        raise ChartError(f"{what}: {message or f'helm exited with {done.returncode}'}")
+    return done.stdout
