@@ -37,7 +37,7 @@ lint: .venv/.synced
 	$(VENV)/ruff format --check .
 	$(VENV)/mypy
 
-test: lint
+test: lint node_modules/.synced
 	$(VENV)/pytest
 
 # The GPUCluster mode rendered with the real gpu-operator v26.7.0 chart (a test: needs helm and ../shared/reference/charts).

@@ -56,7 +56,10 @@ def test_version_comes_from_one_place() -> None:
     for args in (("-m", "themelio_gpu", "--version"), ("main.py", "--version")):
         result = run(*args)
         assert result.returncode == 0
-        assert result.stdout.startswith(f"themelio-gpu {__version__} (cdktf 0.21.0)")
+        assert result.stdout.startswith(
+            f"themelio-gpu {__version__}, engine cdktf ($THEMELIO_ENGINE): cdktf 0.21.0, "
+        )
+        assert len(result.stdout.splitlines()) == 1
     # The npm metadata carries the same version (it cannot be read from the Python package).
     assert json.loads((ROOT / "package.json").read_text())["version"] == __version__
 
@@ -128,6 +131,7 @@ EXITS = {
     "charts fetch": {0, 1, 2},
     "charts known-values": {0, 1, 2},
     "changed": {0, 1, 2},
+    "compare-engines": {0, 1, 2},
     "pipeline github-actions": {0, 1, 2},
     "pipeline atlantis": {0, 1, 2},
 }

@@ -31,10 +31,8 @@ from tests.conftest import ROOT
 from tests.requirements import binary
 from themelio_gpu import bindings_loader
 from themelio_gpu.bindings_loader import (
-    KUBERNETES,
     NODE_PRELOAD,
     TYPING_WITH_MEMOIZED_HINTS,
-    Bindings,
     BindingsLayoutError,
     kernel_environment,
     memoize_type_hints,
@@ -42,7 +40,11 @@ from themelio_gpu.bindings_loader import (
     node_options_with_preload,
     register_assembly,
 )
+from themelio_gpu.engine import ENGINES, Bindings
 from themelio_gpu.speedups import ENV as SPEEDUPS_ENV
+
+KUBERNETES = ENGINES["cdktf"].kubernetes
+NO_PROVIDER = ("fake", "example/fake", "0.0.0")
 
 BINDING_PACKAGES = ("cdktf_cdktf_provider_kubernetes", "cdktf_cdktf_provider_helm")
 # Modules a command that only reads YAML must not import: the jsii runtime starts node, the rest needs it.
@@ -179,7 +181,7 @@ def fake_bindings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[t
     dist_info.mkdir()
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakebindings\nVersion: 1.2.3\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    yield Bindings("fakebindings", "fakebindings", "1.2.3", "@fake/bindings"), package
+    yield Bindings("fakebindings", "fakebindings", "1.2.3", "@fake/bindings", NO_PROVIDER), package
     for name in [m for m in sys.modules if m == "fakebindings" or m.startswith("fakebindings.")]:
         del sys.modules[name]
 
@@ -195,7 +197,7 @@ def test_registers_the_assembly_without_running_the_package_init(fake_bindings: 
 
 def test_another_installed_version_is_a_clear_error(fake_bindings: tuple[Bindings, Path]) -> None:
     bindings, _ = fake_bindings
-    pinned = Bindings(bindings.package, bindings.distribution, "1.2.4", bindings.assembly)
+    pinned = Bindings(bindings.package, bindings.distribution, "1.2.4", bindings.assembly, NO_PROVIDER)
     with pytest.raises(BindingsLayoutError) as error:
         register_assembly(pinned)
     message = str(error.value)
@@ -221,7 +223,9 @@ def test_a_jsii_module_that_loads_another_assembly_is_a_clear_error(fake_binding
 
 def test_a_package_that_is_not_installed_is_a_clear_error() -> None:
     with pytest.raises(BindingsLayoutError, match=r"^not-installed-bindings: not installed"):
-        register_assembly(Bindings("not_installed_bindings", "not-installed-bindings", "1.0.0", "@x/y"))
+        register_assembly(
+            Bindings("not_installed_bindings", "not-installed-bindings", "1.0.0", "@x/y", NO_PROVIDER)
+        )
 
 
 def test_the_pinned_kubernetes_bindings_are_the_installed_ones() -> None:
@@ -234,20 +238,23 @@ def test_the_pinned_kubernetes_bindings_are_the_installed_ones() -> None:
 
 
 def _binding_namespaces() -> dict[str, types.ModuleType]:
-    """The namespaces (publication's `_private`) of cdktf, constructs and each binding module providers uses."""
+    """The namespaces (publication's `_private`) of cdktf and each binding module providers uses."""
     from themelio_gpu.constructs import providers
 
-    names = {"cdktf", "constructs"}
+    names = {"cdktf"}
     names |= {
         v.__module__ for v in vars(providers).values() if isinstance(v, type) and "_provider_" in v.__module__
     }
-    assert len(names) == 10  # cdktf, constructs and the eight submodules providers.py imports from
+    assert len(names) == 9  # cdktf and the eight submodules providers.py imports from
     return {name: sys.modules[name]._private for name in sorted(names)}
 
 
 def test_every_binding_module_providers_uses_gets_the_memoized_type_hints() -> None:
     for name, namespace in _binding_namespaces().items():
         assert vars(namespace)["typing"] is TYPING_WITH_MEMOIZED_HINTS, name
+    # constructs 10.7 caches its type hints itself (jsii's cached_type_hints): left as it is.
+    constructs = vars(sys.modules["constructs"]._private)
+    assert "cached_type_hints" in constructs and constructs["typing"] is typing
 
 
 def test_a_binding_called_with_a_wrong_argument_type_still_raises_type_error() -> None:

@@ -3,9 +3,10 @@
 `import cdktf_cdktf_provider_kubernetes` runs a package `__init__` that imports all of its 109 submodules
 (about 4 s of classes) while the stacks use six; and loading its jsii assembly makes node require all 84 MB
 of the package's JavaScript (about 0.7 s). Both are avoided here:
-- Python: `register_assembly` registers the assembly as that `__init__` does, through the package's
-  `_jsii` module (which calls `jsii.JSIIAssembly.load`), without running the `__init__`; providers.py then
-  imports only the submodules it names.
+- Python (cdktf's prebuilt bindings; CDK Terrain's import their submodules on first use themselves):
+  `register_assembly` registers the assembly as that `__init__` does, through the package's `_jsii` module
+  (which calls `jsii.JSIIAssembly.load`), without running the `__init__`; providers.py then imports only
+  the submodules it names.
 - node: `kernel_environment` gives the jsii kernel, and only it, `--require node_preload.js` in
   NODE_OPTIONS while providers.py starts it; the preload turns the package's index of `require`s into
   getters. Nothing else this tool starts (terraform, helm, exec credential plugins) sees that option.
@@ -27,35 +28,15 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+
+from themelio_gpu.engine import Bindings
 
 NODE_PRELOAD = Path(__file__).with_name("node_preload.js")
 
 
 class BindingsLayoutError(RuntimeError):
     """The installed provider bindings are not the pinned version, laid out the way this module relies on."""
-
-
-@dataclass(frozen=True)
-class Bindings:
-    package: str
-    """The Python package, e.g. cdktf_cdktf_provider_kubernetes."""
-    distribution: str
-    version: str
-    """The pinned version (as in Pipfile.lock); the jsii assembly inside has the same version."""
-    assembly: str
-    """The jsii assembly (npm package) name."""
-
-    @property
-    def tarball(self) -> str:
-        return f"{self.assembly.rpartition('/')[2]}@{self.version}.jsii.tgz"
-
-
-KUBERNETES = Bindings(
-    "cdktf_cdktf_provider_kubernetes", "cdktf-cdktf-provider-kubernetes", "12.1.1", "@cdktf/provider-kubernetes"
-)
-HELM = Bindings("cdktf_cdktf_provider_helm", "cdktf-cdktf-provider-helm", "12.1.2", "@cdktf/provider-helm")
 
 
 def layout_error(bindings: Bindings, problem: str) -> BindingsLayoutError:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu import __version__, interrupts, speedups
+from themelio_gpu import __version__, engine, interrupts, speedups
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.problems import InputError, Problems
@@ -77,18 +77,43 @@ def _add_input_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _VersionAction(argparse.Action):
+    """--version: the text as it is (argparse's own action rewraps it), read only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def _add_version_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", action="version", version=version_text(), help="print the version and exit")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        nargs=0,
+        help="print the version, the engine and its bindings, and exit",
+    )
 
 
 def version_text() -> str:
+    """This tool's version, the engine THEMELIO_ENGINE selects and its bindings, as installed."""
     from importlib.metadata import PackageNotFoundError, version
 
+    def installed(distribution: str, pinned: str) -> str:
+        try:
+            found = version(distribution)
+        except PackageNotFoundError:
+            return f"{distribution} not installed (pinned: {pinned})"
+        return f"{distribution} {found}" + ("" if found == pinned else f" (pinned: {pinned})")
+
     try:
-        cdktf = version("cdktf")
-    except PackageNotFoundError:
-        cdktf = "not installed"
-    return f"themelio-gpu {__version__} (cdktf {cdktf})"
+        chosen = engine.selected()
+    except engine.EngineSettingError as error:
+        return f"themelio-gpu {__version__}; {error}"
+    parts = [installed(chosen.distribution, chosen.version)]
+    for bindings in (chosen.kubernetes, chosen.helm):
+        _, source, provider = bindings.provider
+        parts.append(f"{installed(bindings.distribution, bindings.version)} ({source} {provider})")
+    return f"themelio-gpu {__version__}, engine {chosen.name} (${engine.ENV}): " + ", ".join(parts)
 
 
 def _not_here(args: argparse.Namespace) -> None:
@@ -131,14 +156,16 @@ def report_input_errors(run: Callable[[], int]) -> int:
     from themelio_gpu.outputs.synth import StateAtRiskError
 
     try:
-        speedups.switched_off()  # a setting that names no speed-up stops every command before any work
+        # A setting that names no engine or no speed-up stops every command before any work.
+        engine.selected()
+        speedups.switched_off()
         return run()
     except InputError as error:
         count = len(error.problems)
         print(error.render(), file=sys.stderr)
         print(f"{count} problem{'s' if count != 1 else ''} found; nothing was written.", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (OutputWriteError, StateAtRiskError, speedups.SpeedupsSettingError) as error:
+    except (OutputWriteError, StateAtRiskError, speedups.SpeedupsSettingError, engine.EngineSettingError) as error:
         print(error, file=sys.stderr)
         return EXIT_BAD_INPUT
     except interrupts.Interrupted as interrupted:
@@ -491,6 +518,18 @@ def _pipeline(args: argparse.Namespace) -> int:
     return run_pipeline(args, input_paths(args.catalog, args.stacks_dir))
 
 
+def _compare_engines(args: argparse.Namespace) -> int:
+    from themelio_gpu.verify.engines import EngineSynthesisError, compare_engines
+
+    paths = input_paths(args.catalog, args.stacks_dir)
+    _load(args)  # bad input is reported once, before either engine runs
+    try:
+        return compare_engines(paths.catalog, paths.stacks_dir)
+    except EngineSynthesisError as error:
+        print(f"compare-engines: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
 def _preflight(args: argparse.Namespace) -> int:
     from themelio_gpu.live.preflight import KubeconfigError, run_preflight
 
@@ -773,6 +812,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     terraform.set_defaults(run=_terraform_check)
 
+    compare = _command(
+        commands,
+        "compare-engines",
+        "synthesize the fleet with cdktf and with CDK Terrain and show every difference that is not expected",
+        "The expected ones (engine and provider versions, the namespace block's shape) are listed; README "
+        '"Moving to CDK Terrain" says what each means for a deployed fleet.',
+        exits="0 only the expected differences, 1 another difference (each is printed), 2 bad input or an "
+        "engine that cannot synthesize the fleet",
+    )
+    _add_input_flags(compare)
+    compare.set_defaults(run=_compare_engines)
+
     from themelio_gpu.changes import command as changed_command
 
     changed = _command(
@@ -796,7 +847,7 @@ def build_parser() -> argparse.ArgumentParser:
         "write a pipeline engine's configuration for the fleet: GitHub Actions or Atlantis",
         exits="each subcommand's --help gives its own",
     ).add_subparsers(dest="engine", required=True, metavar="ENGINE")
-    for engine, summary in (
+    for engine_name, summary in (
         (
             "github-actions",
             "a workflow: synthesize, `changed`, then plan (pull requests) or apply per changed stack",
@@ -805,13 +856,13 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         parser_of_engine = _command(
             engines,
-            engine,
+            engine_name,
             summary,
             "Refuses to replace a file it did not write unless --force (docs/pipelines.md).",
             exits="0 written (or up to date), 1 with --check: the file differs from what the fleet needs, 2 bad "
             "input or a file this command did not write (without --force)",
         )
-        pipeline_command.add_arguments(parser_of_engine, engine, _add_input_flags)
+        pipeline_command.add_arguments(parser_of_engine, engine_name, _add_input_flags)
         parser_of_engine.set_defaults(run=_pipeline)
 
     preflight = _command(

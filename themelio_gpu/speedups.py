@@ -19,8 +19,9 @@ ENV = "THEMELIO_SPEEDUPS_OFF"
 
 class Speedup(enum.Enum):
     LAZY_BINDINGS = "lazy-bindings"
-    """Python: the provider bindings' jsii assemblies are registered without their package `__init__`, which
-    imports every submodule (bindings_loader.register_assembly); providers.py imports the six it needs."""
+    """cdktf only: the prebuilt provider bindings' jsii assemblies are registered without their package
+    `__init__`, which imports every submodule (bindings_loader.register_assembly); providers.py imports the
+    six it needs. CDK Terrain's bindings import their submodules on first use themselves."""
     LAZY_INDEX = "lazy-index"
     """node: the kubernetes bindings' index requires each submodule on first use instead of all 84 MB of
     them at load (node_preload.js)."""
@@ -55,6 +56,7 @@ they know are pinned exactly."""
 
 
 ONLY_UNDER: dict[Speedup, str] = {
+    Speedup.LAZY_BINDINGS: "cdktf",
     Speedup.SKIP_PREPARE_PASS: "cdktf",
     Speedup.NO_CREATION_STACKS: "cdktn",
 }

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.constructs.providers import (
+    ENGINE,
     ConfigMapV1,
     ConfigMapV1Metadata,
     NamespaceV1,
@@ -78,12 +79,14 @@ class CatalogOutputs:
         data["resource-quota-closed.yaml"] = _yaml(contracts["gpu_quota_closed"])
         data["waldur-quota-mapping.yaml"] = _yaml(contracts["waldur_quota_mapping"])
         data["device-classes.json"] = json.dumps(contracts["device_classes"], sort_keys=True, indent=2)
+        metadata = NamespaceV1Metadata(
+            name=config_map.namespace, labels={"app.kubernetes.io/managed-by": FIELD_MANAGER}
+        )
+        # The 3.x provider (CDK Terrain's bindings) takes the block as a list of one.
         namespace = NamespaceV1(
             stack,
             "catalog_namespace",
-            metadata=NamespaceV1Metadata(
-                name=config_map.namespace, labels={"app.kubernetes.io/managed-by": FIELD_MANAGER}
-            ),
+            metadata=cast(Any, [metadata]) if ENGINE.namespace_metadata_is_a_list else metadata,
         )
         ConfigMapV1(
             stack,

@@ -12,6 +12,7 @@ from themelio_gpu.constructs.gpu_operator_release import GpuOperatorRelease
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.moved_blocks import add_moved_blocks
 from themelio_gpu.constructs.providers import (
+    ENGINE,
     HELM_PROVIDER,
     KUBERNETES_PROVIDER,
     Construct,
@@ -56,14 +57,17 @@ class GpuClusterStack(TerraformStack):
             "output", {name: {"value": shared_value(v, literal)} for name, v in sorted(outputs.items())}
         )
 
-    def prepare_stack(self) -> None:
-        """cdktf's preparing pass, skipped: it resolves every element once only to find references to other
-        stacks (and then adds the outputs and remote state they need). A cluster's stack never refers to
-        another stack, and __init__ configures its backend, which is the pass's other job. Synthesis then
-        resolves each element twice instead of three times (the same bytes; tests/test_stacks.py checks that
-        no stack depends on another). THEMELIO_SPEEDUPS_OFF=skip-prepare-pass runs it (speedups.py)."""
-        if not enabled(Speedup.SKIP_PREPARE_PASS):
-            super().prepare_stack()
+    if ENGINE.prepare_pass_may_be_skipped:  # cdktf; CDK Terrain's pass also validates, so it always runs
+
+        def prepare_stack(self) -> None:
+            """cdktf's preparing pass, skipped: it resolves every element once only to find references to
+            other stacks (and then adds the outputs and remote state they need). A cluster's stack never
+            refers to another stack, and __init__ configures its backend, which is the pass's other job.
+            Synthesis then resolves each element twice instead of three times (the same bytes;
+            tests/test_stacks.py checks that no stack depends on another).
+            THEMELIO_SPEEDUPS_OFF=skip-prepare-pass runs it (speedups.py)."""
+            if not enabled(Speedup.SKIP_PREPARE_PASS):
+                super().prepare_stack()
 
     def _providers(self, plan: ClusterPlan) -> None:
         # Every value below is the user's text: literal() keeps `${` and `%{` from being read as templates.

@@ -1,37 +1,62 @@
 # mypy: implicit-reexport
-# ruff: noqa: E402, F401
-"""The one module that imports the engine (cdktf), the `constructs` library and the provider bindings.
+# ruff: noqa: F401
+"""The one module that imports the engine (cdktf or CDK Terrain), `constructs` and the provider bindings.
 
-cdktf 0.21 and these bindings were archived upstream in December 2025: keeping every import here makes a
-move to locally generated bindings (`cdktf provider add hashicorp/kubernetes --force-local`) or to the CDK
-Terrain fork a change in one file. Every other module takes cdktf's classes from here, so the jsii kernel
-starts here, with its own environment (bindings_loader.kernel_environment). The versions are the providers
-the pinned bindings were built from.
+Which engine: themelio_gpu/engine.py (THEMELIO_ENGINE). Every other module takes the engine's classes from
+here, so the jsii kernel starts here, with its own environment (bindings_loader.kernel_environment). The
+classes are typed as cdktf's (the names and signatures are the same in CDK Terrain, which renamed only the
+packages); `_IMPORTS` below says where each comes from, and tests/test_engines.py checks that the typed
+imports and `_IMPORTS` name the same classes.
 
-The bindings packages' `__init__` (which imports every submodule) is not run: bindings_loader.py registers
-their jsii assemblies first. To use another binding class, add it to the imports below: one line (its
-module then gets the memoized type hints at the end too).
+cdktf's prebuilt bindings packages' `__init__` (which imports every submodule) is not run:
+bindings_loader.py registers their jsii assemblies first. To use another binding class, add it to the
+typed imports and to `_IMPORTS`: one line each.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import TYPE_CHECKING
 
-from themelio_gpu.bindings_loader import (
-    HELM,
-    KUBERNETES,
-    kernel_environment,
-    memoize_type_hints,
-    register_assembly,
-)
+from themelio_gpu.bindings_loader import kernel_environment, memoize_type_hints, register_assembly
+from themelio_gpu.engine import selected
 from themelio_gpu.kernel_channel import use_direct_channel
 from themelio_gpu.speedups import Speedup, enabled
 
-# The first assembly load (constructs') starts jsii's node kernel: here, without jsii's relay in between
-# (kernel_channel.py) and with the preload in its environment.
-use_direct_channel()
-with kernel_environment():
-    import cdktf
+ENGINE = selected()
+
+# Where each class comes from: the engine's core library, or a submodule of a bindings package.
+_IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("core", ""): (
+        "App",
+        "AzurermBackend",
+        "CloudBackend",
+        "GcsBackend",
+        "HttpBackend",
+        "LocalBackend",
+        "NamedCloudWorkspace",
+        "NamedRemoteWorkspace",
+        "RemoteBackend",
+        "S3Backend",
+        "TerraformBackend",
+        "TerraformIterator",
+        "TerraformRemoteState",
+        "TerraformStack",
+        "Token",
+        "Tokenization",
+    ),
+    ("helm", "provider"): ("HelmProvider", "HelmProviderKubernetes", "HelmProviderKubernetesExec"),
+    ("helm", "release"): ("Release",),
+    ("kubernetes", "config_map_v1"): ("ConfigMapV1", "ConfigMapV1Metadata"),
+    ("kubernetes", "labels"): ("Labels", "LabelsMetadata"),
+    ("kubernetes", "manifest"): ("Manifest", "ManifestFieldManager"),
+    ("kubernetes", "namespace_v1"): ("NamespaceV1", "NamespaceV1Metadata"),
+    ("kubernetes", "node_taint"): ("NodeTaint", "NodeTaintMetadata", "NodeTaintTaint"),
+    ("kubernetes", "provider"): ("KubernetesProvider", "KubernetesProviderExec"),
+}
+
+if TYPE_CHECKING:
     from cdktf import (
         App,
         AzurermBackend,
@@ -50,39 +75,52 @@ with kernel_environment():
         Token,
         Tokenization,
     )
+    from cdktf_cdktf_provider_helm.provider import HelmProvider, HelmProviderKubernetes, HelmProviderKubernetesExec
+    from cdktf_cdktf_provider_helm.release import Release
+    from cdktf_cdktf_provider_kubernetes.config_map_v1 import ConfigMapV1, ConfigMapV1Metadata
+    from cdktf_cdktf_provider_kubernetes.labels import Labels, LabelsMetadata
+    from cdktf_cdktf_provider_kubernetes.manifest import Manifest, ManifestFieldManager
+    from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
+    from cdktf_cdktf_provider_kubernetes.node_taint import NodeTaint, NodeTaintMetadata, NodeTaintTaint
+    from cdktf_cdktf_provider_kubernetes.provider import KubernetesProvider, KubernetesProviderExec
 
+# The first assembly load (constructs') starts jsii's node kernel: here, without jsii's relay in between
+# (kernel_channel.py) and with the preload, and the engine's own switches, in its environment alone.
+use_direct_channel()
+_switches: dict[str, str] = {}
+if ENGINE.creation_stacks_switch and enabled(Speedup.NO_CREATION_STACKS):
+    _switches[ENGINE.creation_stacks_switch] = "1"
+with kernel_environment(_switches):
     import constructs
     from constructs import Construct
 
+    _core = importlib.import_module(ENGINE.core)  # the engine the types above describe
+
 # Fully qualified sources: the bindings emit bare `kubernetes`/`helm`, which OpenTofu resolves against its
 # own registry namespace rather than HashiCorp's.
-KUBERNETES_PROVIDER = ("kubernetes", "hashicorp/kubernetes", "2.38.0")
-HELM_PROVIDER = ("helm", "hashicorp/helm", "3.1.1")
+KUBERNETES_PROVIDER = ENGINE.kubernetes.provider
+HELM_PROVIDER = ENGINE.helm.provider
 
-if enabled(Speedup.LAZY_BINDINGS):
-    register_assembly(KUBERNETES)
-    register_assembly(HELM)
+if ENGINE.package_init_imports_everything and enabled(Speedup.LAZY_BINDINGS):
+    register_assembly(ENGINE.kubernetes)
+    register_assembly(ENGINE.helm)
 
-# The binding classes, imported after their assemblies are registered. Every name imported in this module
-# is its export (the `mypy: implicit-reexport` line at the top).
-from cdktf_cdktf_provider_helm.provider import HelmProvider, HelmProviderKubernetes, HelmProviderKubernetesExec
-from cdktf_cdktf_provider_helm.release import Release
-from cdktf_cdktf_provider_kubernetes.config_map_v1 import ConfigMapV1, ConfigMapV1Metadata
-from cdktf_cdktf_provider_kubernetes.labels import Labels, LabelsMetadata
-from cdktf_cdktf_provider_kubernetes.manifest import Manifest, ManifestFieldManager
-from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
-from cdktf_cdktf_provider_kubernetes.node_taint import NodeTaint, NodeTaintMetadata, NodeTaintTaint
-from cdktf_cdktf_provider_kubernetes.provider import KubernetesProvider, KubernetesProviderExec
+# The classes, from the engine's modules (the bindings' submodules imported after their assemblies are
+# registered). Every name bound in this module is its export (the `mypy: implicit-reexport` line at the top).
+_modules = []
+for (source, submodule), _names in _IMPORTS.items():
+    if source == "core":
+        _module = _core
+    else:
+        package = (ENGINE.kubernetes if source == "kubernetes" else ENGINE.helm).package
+        _module = importlib.import_module(f"{package}.{submodule}")
+    _modules.append(_module)
+    globals().update({name: getattr(_module, name) for name in _names})
 
-# The bindings' argument checks resolve their type hints once per signature (bindings_loader.py): in cdktf,
-# constructs and every binding submodule imported above.
-_BINDING_MODULES = sorted(
-    {
-        value.__module__
-        for value in list(globals().values())
-        if isinstance(value, type) and value.__module__.partition(".")[0] in (KUBERNETES.package, HELM.package)
-    }
-)
+# The argument checks of the generated code that still resolves its type hints on every call (the engine's
+# core, cdktf's prebuilt bindings) resolve them once per signature (bindings_loader.py); newer generated
+# code (constructs, CDK Terrain's bindings) caches them itself, through jsii's `cached_type_hints`.
 if enabled(Speedup.TYPE_HINT_MEMO):
-    for _module in (cdktf, constructs, *(sys.modules[name] for name in _BINDING_MODULES)):
-        memoize_type_hints(_module)
+    for _module in dict.fromkeys(_modules):
+        if "cached_type_hints" not in vars(vars(_module).get("_private", _module)):
+            memoize_type_hints(_module)
