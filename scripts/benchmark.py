@@ -97,6 +97,14 @@ GOAL_MEMORY_SIZE = 1000
 """The memory goal is the peak of every process of the 1,000-cluster synthesis."""
 ABLATION_SIZE = 100
 """The ablation runs on the example fleet and on this many clusters."""
+EDIT_FLEET_SIZE = 1000
+"""The incremental goals edit a fleet of this many clusters, synthesized once before."""
+GOAL_EDIT_RATIO = 3.0
+"""t(synth after a one-cluster edit of the 1,000-cluster fleet) / t(synth of a one-cluster fleet)."""
+EDITED_CLUSTER = 7
+"""The cluster the one-cluster edit changes (its kubeconfig context)."""
+EDITED_OFFERING_PRODUCT = "a10g"
+"""The catalog edit changes this product's whole-GPU offering, which every tenth cluster serves."""
 PAYS_SHARE = 0.10
 """A speed-up relying on a dependency's internals must save this share of CPU on one of the two."""
 MIB = 1024 * 1024
@@ -214,10 +222,9 @@ def synthetic_cluster(index: int) -> dict[str, Any]:
     serving its product and the chart-served nvidia.com/gpu, and three MIG pools (A100-40GB, H100-80GB,
     H200) whose custom MIG Manager config lays out different profiles on the node's GPUs, six per pool.
     """
-    from themelio_gpu.inputs.catalog.products import PRODUCTS
 
     name = cluster_name(index)
-    whole = list(PRODUCTS)[index % len(PRODUCTS)]
+    whole = whole_product(index)
 
     def nodes(pool: str) -> list[str]:
         return [f"{name}-{pool}-{n:02d}" for n in range(1, NODES_PER_POOL + 1)]
@@ -271,6 +278,28 @@ def write_fleet(folder: Path, clusters: int) -> tuple[Path, Path]:
         text = yaml.safe_dump(definition, sort_keys=False)
         (stacks / f"{definition['name']}.yaml").write_text(text, encoding="utf-8")
     return catalog, stacks
+
+
+def edited_cluster(stacks: Path) -> tuple[Path, str]:
+    """The one-cluster edit: cluster EDITED_CLUSTER's file with another kubeconfig context."""
+    path = stacks / f"{cluster_name(EDITED_CLUSTER - 1)}.yaml"
+    definition = yaml.safe_load(path.read_text(encoding="utf-8"))
+    definition["access"]["kubeconfig"]["context"] += "-edited"
+    return path, yaml.safe_dump(definition, sort_keys=False)
+
+
+def edited_catalog(catalog: Path) -> tuple[Path, str]:
+    """The catalog edit: the notebook form's name of one whole-GPU offering (every tenth cluster serves it)."""
+    data = yaml.safe_load(catalog.read_text(encoding="utf-8"))
+    data["offerings"][whole_offering_name(EDITED_OFFERING_PRODUCT)]["kubeflow"]["uiName"] += " (edited)"
+    return catalog, yaml.safe_dump(data, sort_keys=False)
+
+
+def whole_product(index: int) -> str:
+    """The product of cluster `index`'s whole-GPU pool (rotating through the product table)."""
+    from themelio_gpu.inputs.catalog.products import PRODUCTS
+
+    return list(PRODUCTS)[index % len(PRODUCTS)]
 
 
 def check_fleet(catalog: Path, stacks: Path, clusters: int) -> None:
@@ -631,11 +660,44 @@ def ablation(
     return rows
 
 
+def _edit_goals(edits: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The incremental goals: the one-cluster edit's time, and that each edit wrote and listed exactly the
+    stacks it changes."""
+    one, catalog = edits["one_cluster"], edits["catalog"]
+    figures = ratio(one, edits["one_cluster_fleet"])
+    goals = [
+        goal(
+            "edit",
+            f"t(synth after a one-cluster edit of {EDIT_FLEET_SIZE} clusters) / t(synth of a one-cluster fleet)",
+            figures["median_of_paired"],
+            GOAL_EDIT_RATIO,
+            details=figures,
+        )
+    ]
+    for name, item in (("edit-listed", one), ("catalog-edit-listed", catalog)):
+        expected = len(item["expected"])
+        exact = item["listed_by_changed"] == [item["expected"]] and item["stack_files_rewritten"] == [expected]
+        goals.append(
+            {
+                "name": name,
+                "measure": f"stacks written and listed by `changed --format json` (expected exactly {expected})",
+                "value": float(max(item["stack_files_rewritten"], default=0)),
+                "limit": float(expected),
+                "strict": False,
+                "ok": exact,
+                "digits": 0,
+                "details": {},
+            }
+        )
+    return goals
+
+
 def derive(
     floors: Mapping[str, Mapping[str, Any]],
     example: Mapping[str, Any],
     sizes: Sequence[dict[str, Any]],
     ablated: list[dict[str, Any]] | None = None,
+    edits: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The goals, as ratios within this run, and the per-cluster figures behind them.
 
@@ -678,6 +740,7 @@ def derive(
             GOAL_MEMORY_KIB / 1024,
             digits=0,
         ),
+        *(_edit_goals(edits) if edits is not None else []),
     ]
     rows = ablated or []
     derived: dict[str, Any] = {
@@ -887,6 +950,60 @@ class Series:
         return result
 
 
+class EditSeries(Series):
+    """Synthesis after an edit of a fleet synthesized before: each run starts from a copy of that output,
+    applies the edit, runs `main.py` (incremental) into the copy, then asks `changed --format json` (untimed)
+    which stacks changed and counts the stack files that were written again."""
+
+    def __init__(self, command: Sequence[str], base: Path, edit: tuple[Path, str]) -> None:
+        super().__init__(command)
+        self.base, (self.file, self.edited) = base, edit
+        self.listed: set[tuple[str, ...]] = set()
+        self.rewritten: set[int] = set()
+
+    def run(self, env: Mapping[str, str], rep: int) -> Run:
+        outdir = self.base.with_name(f"{self.base.name}-edit-{rep}")
+        shutil.copytree(self.base, outdir, copy_function=shutil.copy2)
+        inodes = {p: p.stat().st_ino for p in outdir.glob("stacks/*/cdk.tf.json")}
+        text = self.file.read_text(encoding="utf-8")
+        self.file.write_text(self.edited, encoding="utf-8")
+        try:
+            run = measure([*self.command, "--outdir", str(outdir), "--quiet"], {**env, **self.env})
+        finally:
+            self.file.write_text(text, encoding="utf-8")
+        self.runs.append(run)
+        self.rewritten.add(sum(1 for p, inode in inodes.items() if not p.exists() or p.stat().st_ino != inode))
+        report = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "themelio_gpu",
+                "changed",
+                "--base",
+                str(self.base),
+                "--head",
+                str(outdir),
+                "--format",
+                "json",
+            ],
+            cwd=PROJECT_ROOT,
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        stacks = json.loads(report.stdout)["stacks"]
+        self.listed.add(tuple(sorted(s["name"] for s in stacks if s["status"] != "unchanged")))
+        shutil.rmtree(outdir)
+        return run
+
+    def stats(self) -> dict[str, Any]:
+        result = _stats(self.runs)
+        result["listed_by_changed"] = [list(listed) for listed in sorted(self.listed)]
+        result["stack_files_rewritten"] = sorted(self.rewritten)
+        return result
+
+
 def ablated_speedups(engine: str = "cdktf") -> tuple[list[str], list[str]]:
     """The speed-ups the ablation switches off (those of `engine`), and a note for each one it does not."""
     from themelio_gpu.speedups import ONLY_UNDER, Speedup
@@ -929,6 +1046,32 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
     for speedup in speedups:
         for fleet, (catalog, stacks) in ablation_fleets.items():
             series[f"off:{speedup}:{fleet}"] = synth(catalog, stacks, f"out-off-{speedup}-{fleet}", speedup)
+    # The incremental goals: a fleet synthesized once (untimed), then edited; the one-cluster edit runs right
+    # after the one-cluster fleet it is compared with.
+    edit_catalog, edit_stacks = write_fleet(work / "fleet-edits", EDIT_FLEET_SIZE)
+    base = work / "out-edits-base"
+    measure(
+        [
+            python,
+            "main.py",
+            "--catalog",
+            str(edit_catalog),
+            "--stacks-dir",
+            str(edit_stacks),
+            "--outdir",
+            str(base),
+            "--quiet",
+        ],
+        env,
+    )
+    edit_command = [python, "main.py", "--catalog", str(edit_catalog), "--stacks-dir", str(edit_stacks)]
+    one_cluster = series.pop("1", None) or synth(*write_fleet(work / "fleet-1-edits", 1), "out-1-edits")
+    series = {
+        "1": one_cluster,
+        "edit:one-cluster": EditSeries(edit_command, base, edited_cluster(edit_stacks)),
+        **series,
+        "edit:catalog": EditSeries(edit_command, base, edited_catalog(edit_catalog)),
+    }
     measure(series["app"].command, env)  # warm-up: page cache, jsii's assembly cache
     for rep in range(1, repeat + 1):
         # Interleaved, alternating the order, so that a busy spell of the machine spreads over all figures.
@@ -941,12 +1084,23 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
     size_results = [{"clusters": n, **series[str(n)].stats(), "derived": {}} for n in sizes]
     default = {"example": example, str(ABLATION_SIZE): series[str(ABLATION_SIZE)].stats()}
     off = {s: {f: series[f"off:{s}:{f}"].stats() for f in ablation_fleets} for s in speedups}
+    edits = {
+        "one_cluster": {**series["edit:one-cluster"].stats(), "expected": [cluster_name(EDITED_CLUSTER - 1)]},
+        "catalog": {
+            **series["edit:catalog"].stats(),
+            "expected": [
+                cluster_name(i) for i in range(EDIT_FLEET_SIZE) if whole_product(i) == EDITED_OFFERING_PRODUCT
+            ],
+        },
+        "one_cluster_fleet": series["1"].stats(),
+    }
     return {
         "floors": floors,
         "example": example,
         "sizes": size_results,
         "ablation_notes": notes,
-        "derived": derive(floors, example, size_results, ablation(default, off)),
+        "edits": edits,
+        "derived": derive(floors, example, size_results, ablation(default, off), edits),
     }
 
 

@@ -196,3 +196,24 @@ def test_measured_processes_run_the_default_path(monkeypatch: pytest.MonkeyPatch
     env = benchmark().child_env()
     assert env["NODE_OPTIONS"] == "--max-semi-space-size=64"  # the user's own options stay
     assert "CDKTF_OUTDIR" not in env and "THEMELIO_SPEEDUPS_OFF" not in env
+
+
+def test_the_edit_goals_need_the_time_and_exactly_the_expected_stacks() -> None:
+    one = {
+        **_figures(1.1, 1.3),
+        "expected": ["bench-0007"],
+        "listed_by_changed": [["bench-0007"]],
+        "stack_files_rewritten": [1],
+    }
+    catalog = {
+        **_figures(9.0, 9.0),
+        "expected": ["bench-0001", "bench-0011"],
+        "listed_by_changed": [["bench-0001", "bench-0011", "bench-0021"]],  # one more than the edit changes
+        "stack_files_rewritten": [3],
+    }
+    edits = {"one_cluster": one, "catalog": catalog, "one_cluster_fleet": _figures(1.0, 0.4)}
+    goals = {g["name"]: g for g in benchmark()._edit_goals(edits)}
+    assert goals["edit"]["value"] == pytest.approx(statistics.median([1.1, 3.25]))
+    assert goals["edit"]["ok"] is True  # 2.175 <= 3
+    assert goals["edit-listed"]["ok"] is True
+    assert goals["catalog-edit-listed"]["ok"] is False

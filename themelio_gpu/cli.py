@@ -198,21 +198,30 @@ def _synth_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quiet", action="store_true", help="no progress lines or summary (removed stack folders are still named)"
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="synthesize every stack (default: only those whose inputs changed since their files were written; "
+        "the others' files stay, the same bytes either way)",
+    )
     # Synthesis runs in one process since workers stopped paying (README "Performance"); pipelines that
     # still pass the flag keep working.
     parser.add_argument("--workers", help=argparse.SUPPRESS)
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from themelio_gpu.outputs.synth import summary_table, synthesize
+    from themelio_gpu.outputs.synth import summary_table, synthesize_files
 
     if args.workers is not None:
         print("note: --workers is no longer used: synthesis runs in one process", file=sys.stderr)
+    _not_here(args)
     outdir, progress = Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout
-    fleet = _load(args)
-    synthesize(fleet, outdir, progress)
+    paths = input_paths(args.catalog, args.stacks_dir)
+    fleet, result = synthesize_files(paths, outdir, progress, full=args.full)
+    for warning in [*map(str, fleet.warnings), *result.warnings]:
+        print(f"warning: {warning}", file=sys.stderr)
     if not args.quiet:
-        print(summary_table(fleet))
+        print(summary_table(result.summary))
     return EXIT_OK
 
 

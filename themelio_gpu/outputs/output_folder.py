@@ -2,7 +2,7 @@
 
 The engine (cdktf) writes a synthesis into a staging folder inside the output folder (`.synth-<random>/`,
 the same file system, so moving is a rename). `commit()` then moves each stack's files over the old ones,
-one `os.replace` per file, and the manifest last; a stack folder's other files (`.terraform/`, the lock
+one `os.replace` per file, then the manifest and the record of the stacks' inputs (stack_inputs.py); a stack folder's other files (`.terraform/`, the lock
 file, local state) stay where they are. While it runs, SIGINT/SIGTERM/SIGHUP are held back
 (interrupts.deferred), so an interrupted run leaves the whole old output (before the commit) or the whole
 new one (after it). A SIGKILL can stop the commit between two files, but every file is then the old or the
@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -33,6 +34,7 @@ from themelio_gpu.outputs.stack_folders import (
     remove_stale_stacks,
     stale_stacks,
 )
+from themelio_gpu.outputs.stack_inputs import INDEX
 
 STAGING_PREFIX = ".synth-"
 
@@ -64,10 +66,14 @@ class OutputFolder:
         self.staging = target  # set in __enter__
         self._lock: int | None = None
         self.committed = False
+        self._created: list[Path] = []
+        """The folders __enter__ created (the target and any missing parent): gone again if nothing lands."""
 
     def __enter__(self) -> OutputFolder:
         try:
+            missing = [p for p in (self.target, *self.target.parents) if not p.exists()]
             self.target.mkdir(parents=True, exist_ok=True)
+            self._created = missing
             self._lock = os.open(self.target, os.O_RDONLY | os.O_DIRECTORY)
             self._hold_lock(self._lock)
             self._remove_left_over_staging()
@@ -110,6 +116,10 @@ class OutputFolder:
                 for folder in sorted(staged.iterdir()) if staged.is_dir() else ():
                     _move_stack(folder, stacks / folder.name)
                 (self.staging / MANIFEST).replace(self.target / MANIFEST)
+                # Last: what was recorded of the stacks (stack_inputs.py); each entry names its stack file's
+                # SHA-256, so a record that outlives a kill between two moves only makes a stack be rewritten.
+                if (self.staging / INDEX).is_file():
+                    (self.staging / INDEX).replace(self.target / INDEX)
                 self.committed = True
                 return CommitResult(*remove_stale_stacks(self.target, set(current), delete=remove_stale))
         except OSError as error:
@@ -128,6 +138,10 @@ class OutputFolder:
         try:
             if self.staging != self.target:
                 shutil.rmtree(self.staging, ignore_errors=True)
+            if not self.committed:
+                for folder in self._created:  # innermost first: nothing was written, so leave no folder
+                    with suppress(OSError):
+                        folder.rmdir()
         finally:
             self._release()
 

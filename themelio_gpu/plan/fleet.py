@@ -122,6 +122,9 @@ class Fleet:
     clusters: tuple[ClusterPlan, ...]
     warnings: tuple[Problem, ...] = ()
     """What the fleet may get wrong without being wrong (a Kubernetes version newer than any known), by file."""
+    reused: tuple[tuple[str, str], ...] = ()
+    """(file, cluster name) of the clusters left unplanned, their files unchanged (load_fleet's `unchanged`);
+    empty unless asked for. Their plans are not in `clusters`."""
 
     def cluster(self, name: str) -> ClusterPlan | None:
         return next((c for c in self.clusters if c.name == name), None)
@@ -130,12 +133,15 @@ class Fleet:
         return tuple(c.name for c in self.clusters if any(o.name == offering for o in c.offerings))
 
 
-def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
-    """The checked fleet; raises InputError listing every problem in every file."""
+def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str] | None = None) -> Fleet:
+    """The checked fleet; raises InputError listing every problem in every file.
+
+    `unchanged` (incremental synthesis only): cluster files that need not be read again, if their bytes
+    are the ones given (inputs/clusters/files.py); they end up in `Fleet.reused`, not `Fleet.clusters`."""
     problems = Problems()
     catalog = load_catalog(catalog_path, problems, display_path(catalog_path))
     # The cluster files are read and checked even when the catalog is broken: one run shows everything.
-    files = load_cluster_files(stacks_dir, problems)
+    files = load_cluster_files(stacks_dir, problems, unchanged)
     clusters_beside_the_catalog(catalog_path, stacks_dir, problems)
     plans = []
     for file, definition in files.definitions:
@@ -151,7 +157,12 @@ def load_fleet(catalog_path: Path, stacks_dir: Path) -> Fleet:
         for location, message in version_warnings(definition):
             warnings.add(file, location, message)
     add_positions(warnings, files.documents)
-    return Fleet(catalog=catalog, clusters=tuple(sorted(plans, key=lambda p: p.name)), warnings=tuple(warnings))
+    return Fleet(
+        catalog=catalog,
+        clusters=tuple(sorted(plans, key=lambda p: p.name)),
+        warnings=tuple(warnings),
+        reused=tuple(sorted(files.reused, key=lambda item: item[1])),
+    )
 
 
 def plan_cluster(

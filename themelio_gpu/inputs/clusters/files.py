@@ -11,6 +11,7 @@ cluster.schema.json) and a hidden file or folder (`.name`) are left alone.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,15 +122,27 @@ class ClusterFiles:
     """The YAML of every file read, by its shown name: where each key stands, for the problems' positions."""
     secrets: list[str] = field(default_factory=list)
     """Credentials found in the files: redacted from every message."""
+    reused: list[tuple[str, str]] = field(default_factory=list)
+    """(file, cluster name) of the files left unread because they are as they were (see load_cluster_files)."""
 
 
-def load_cluster_files(stacks_dir: Path, problems: Problems) -> ClusterFiles:
-    """Every cluster definition of `stacks_dir`, checked file by file; the problems of all files recorded."""
+def load_cluster_files(
+    stacks_dir: Path, problems: Problems, unchanged: Mapping[str, str] | None = None
+) -> ClusterFiles:
+    """Every cluster definition of `stacks_dir`, checked file by file; the problems of all files recorded.
+
+    `unchanged`: file (as shown) -> the SHA-256 of the bytes it had when it was last checked and planned
+    with the same catalog and tool (stack_inputs.py). A file that still has those bytes is not read again:
+    its name (its file name, which the check made sure of) is all the fleet needs of it.
+    """
     found = ClusterFiles()
     stacks = display_path(stacks_dir)
     cwd = Path.cwd().resolve()
     for path in cluster_definition_files(stacks_dir, problems):
         shown = display_path(path, cwd)
+        if unchanged and shown in unchanged and _sha256(path) == unchanged[shown]:
+            found.reused.append((shown, path.stem))
+            continue
         before = len(problems)
         document = load_yaml_document(path, problems, shown)
         if document is None or document.data is None:
@@ -148,12 +161,19 @@ def load_cluster_files(stacks_dir: Path, problems: Problems) -> ClusterFiles:
         if definition is not None:
             _check_file_name(path, definition, shown, problems)
             found.definitions.append((shown, definition))
-    seen: dict[str, str] = {}
+    seen: dict[str, str] = {name: file for file, name in found.reused}
     for file, definition in found.definitions:
         if definition.name in seen:
             problems.add(file, "name", f"cluster {definition.name!r} is also defined in {seen[definition.name]}")
         seen.setdefault(definition.name, file)
     return found
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def clusters_beside_the_catalog(catalog: Path, stacks_dir: Path, problems: Problems) -> None:
