@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import tempfile
@@ -465,6 +466,9 @@ def _terraform_check(args: argparse.Namespace) -> int:
         print(
             f"terraform-check: {len(stacks)} stack{plural} with {tf.terraform_version(terraform)}; providers from {source}"
         )
+        pinned = sorted({pin for folder in stacks.values() for pin in _provider_pins(folder)})
+        if pinned:
+            print(f"terraform-check: the stacks pin {', '.join(pinned)}")
 
         def report(result: tf.StackCheck) -> None:
             print(tf.render_result(result, plan=not args.no_plan), flush=True)
@@ -472,6 +476,16 @@ def _terraform_check(args: argparse.Namespace) -> int:
         results = tf.check_stacks(terraform, stacks, plan=not args.no_plan, jobs=args.jobs, on_result=report)
     print(tf.render_summary(results, plan=not args.no_plan, seconds=time.monotonic() - start))
     return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def _provider_pins(folder: Path) -> list[str]:
+    """The providers a stack folder's cdk.tf.json pins, as `source version`."""
+    try:
+        data = json.loads((folder / "cdk.tf.json").read_text(encoding="utf-8"))
+        providers = data["terraform"]["required_providers"].values()
+        return [f"{p['source']} {p['version']}" for p in providers]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
 
 
 def _stacks_to_check(args: argparse.Namespace, tmp: Path) -> dict[str, Path]:
