@@ -313,3 +313,18 @@ def test_pipeline_and_changed_between_folders_never_import_the_bindings(tmp_path
         assert code == 0, argv
         assert not modules & set(SYNTHESIS_MODULES), argv
     assert PurePosixPath(github_actions.DEFAULT_OUTPUT).parts[:2] == (".github", "workflows")
+
+
+def test_the_pipelines_synthesize_with_the_engine_they_were_written_under(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    default = yaml.safe_load(generate(tmp_path / "cdktf", "github-actions").read_text(encoding="utf-8"))
+    assert "THEMELIO_ENGINE" not in default["env"]
+    assert "THEMELIO_ENGINE" not in atlantis.hook_command("--quiet")
+    monkeypatch.setenv("THEMELIO_ENGINE", "cdktn")
+    workflow = generate(tmp_path / "cdktn", "github-actions")
+    assert yaml.safe_load(workflow.read_text(encoding="utf-8"))["env"]["THEMELIO_ENGINE"] == "cdktn"
+    assert lint(workflow).returncode == 0
+    assert atlantis.hook_command("--quiet") == (
+        "scripts/setup.sh python && THEMELIO_ENGINE=cdktn .venv/bin/python main.py --quiet --quiet"
+    )

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from themelio_gpu.outputs.stack_folders import STACKS_FOLDER
-from themelio_gpu.pipelines.generated_file import header
+from themelio_gpu.pipelines.generated_file import engine_env, header
 from themelio_gpu.settings import DEFAULT_OUTDIR
 
 COMMAND = "atlantis"
@@ -28,7 +28,8 @@ TOOL_INPUTS = ("main.py", "themelio_gpu/**", "Pipfile.lock", "package-lock.json"
 
 
 def hook_command(inputs: str) -> str:
-    return f"scripts/setup.sh python && .venv/bin/python main.py {inputs} --quiet"
+    engine = engine_env("{name}={value} ").replace('"', "")
+    return f"scripts/setup.sh python && {engine}.venv/bin/python main.py {inputs} --quiet"
 
 
 def atlantis_text(stacks: Sequence[tuple[str, str]], catalog: str, inputs: str, distribution: str) -> str:

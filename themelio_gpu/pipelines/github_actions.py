@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from themelio_gpu.pipelines.generated_file import header
+from themelio_gpu.pipelines.generated_file import engine_env, header
 
 COMMAND = "github-actions"
 DEFAULT_OUTPUT = ".github/workflows/themelio-gpu-stacks.yml"
@@ -65,7 +65,7 @@ permissions:
 env:
   JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION: "20"
   CHECKPOINT_DISABLE: "1"
-
+@ENGINE_ENV@
 jobs:
   changed:
     name: Stacks this change touches
@@ -189,6 +189,7 @@ def workflow_text(inputs: str, branch: str, distribution: str) -> str:
     tool = DISTRIBUTIONS[distribution]
     text = _TEMPLATE
     for token, value in (
+        ("@ENGINE_ENV@\n", engine_env("  {name}: {value}\n")),
         ("@INPUTS@", inputs),
         ("@BRANCH@", branch),
         ("@LABEL@", ALLOW_DANGEROUS_LABEL),
