@@ -215,3 +215,20 @@ def test_when_jsii_relay_stays(
     if not has_posix_spawn:
         monkeypatch.delattr(os, "posix_spawn")
     assert kernel_channel.direct_channel_wanted() is wanted
+
+
+def test_a_kernel_that_does_not_start_is_a_message_and_nothing_is_written(tmp_path: Path) -> None:
+    catalog, stacks = _fleet_using_every_binding_class(tmp_path)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "main.py", "--catalog", str(catalog), "--stacks-dir", str(stacks), "--outdir", str(out)],
+        cwd=ROOT,
+        env={**_env_without_preload(), "NODE_OPTIONS": "--cpu-prof"},  # an option node refuses there
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "--cpu-prof is not allowed in NODE_OPTIONS" in result.stderr  # node's own words
+    assert "jsii's node kernel did not start" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()

@@ -169,6 +169,9 @@ def report_input_errors(run: Callable[[], int]) -> int:
     except (OutputWriteError, StateAtRiskError, speedups.SpeedupsSettingError, engine.EngineSettingError) as error:
         print(error, file=sys.stderr)
         return EXIT_BAD_INPUT
+    except engine.KernelStartError as error:
+        print(error, file=sys.stderr)
+        return EXIT_FAILED
     except interrupts.Interrupted as interrupted:
         print(interrupted.message(), file=sys.stderr)
         return interrupted.exit_code

@@ -21,6 +21,10 @@ class EngineSettingError(ValueError):
     """THEMELIO_ENGINE names no engine."""
 
 
+class KernelStartError(RuntimeError):
+    """jsii's node kernel did not start (node missing, refusing its options, crashing): nothing was written."""
+
+
 @dataclass(frozen=True)
 class Bindings:
     package: str

@@ -20,7 +20,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from themelio_gpu.bindings_loader import kernel_environment, memoize_type_hints, register_assembly
-from themelio_gpu.engine import selected
+from themelio_gpu.engine import KernelStartError, selected
 from themelio_gpu.kernel_channel import use_direct_channel
 from themelio_gpu.speedups import Speedup, enabled
 
@@ -91,7 +91,13 @@ _switches: dict[str, str] = {}
 if ENGINE.creation_stacks_switch and enabled(Speedup.NO_CREATION_STACKS):
     _switches[ENGINE.creation_stacks_switch] = "1"
 with kernel_environment(_switches):
-    import constructs
+    try:
+        import constructs
+    except (ValueError, OSError, RuntimeError) as error:  # the kernel's first answer never came
+        raise KernelStartError(
+            f"jsii's node kernel did not start ({type(error).__name__}: {error}); node's own message, if it "
+            "gave one, is above (a NODE_OPTIONS value node refuses, node missing from PATH, ...)"
+        ) from None
     from constructs import Construct
 
     _core = importlib.import_module(ENGINE.core)  # the engine the types above describe
