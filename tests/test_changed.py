@@ -29,6 +29,7 @@ from themelio_gpu.changes.report import as_json, render
 from themelio_gpu.changes.stacks import read_output_folder
 from themelio_gpu.cli import main
 from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.outputs.stack_folders import STACKS_FOLDER
 from themelio_gpu.plan.fleet import Fleet, load_fleet
 
 SCHEMA = json.loads((ROOT / "docs" / "changed.schema.json").read_text())
@@ -534,10 +535,8 @@ def test_a_cluster_edit_changes_that_stack_alone(
     east.write_text(east.read_text().replace("gpu-east-a100-02]", "gpu-east-a100-02, gpu-east-a100-03]"))
     flags = ["--catalog", str(EXAMPLE_CATALOG), "--stacks-dir", str(stacks), "--base", str(synthesized)]
     assert main(["changed", *flags, "--format", "github-matrix"]) == 0
-    assert (
-        capsys.readouterr().out
-        == '{"include":[{"stack":"gpu-east","directory":"stacks/gpu-east","status":"changed"}]}\n'
-    )
+    matrix = {"include": [{"stack": "gpu-east", "directory": f"{STACKS_FOLDER}/gpu-east", "status": "changed"}]}
+    assert capsys.readouterr().out == json.dumps(matrix, separators=(",", ":")) + "\n"
 
 
 def test_a_catalog_edit_changes_the_stacks_serving_that_offering_alone(

@@ -13,6 +13,7 @@ schemas, do what they say (the workflow's own shell steps run here against a git
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from tests.test_provider_loading import SYNTHESIS_MODULES, _run_command
 from themelio_gpu.changes.compare import compare
 from themelio_gpu.changes.report import render
 from themelio_gpu.cli import main
+from themelio_gpu.outputs.stack_folders import STACKS_FOLDER
 from themelio_gpu.pipelines import atlantis, github_actions
 from themelio_gpu.plan.fleet import Fleet
 
@@ -179,9 +181,9 @@ def test_the_workflows_synthesis_and_comparison_steps_run(tmp_path: Path) -> Non
     east = repo / "stacks" / "gpu-east.yaml"
     east.write_text(east.read_text().replace("gpu-east-a100-02]", "gpu-east-a100-02, gpu-east-a100-03]"))
     (repo / ".venv").symlink_to(Path(sys.executable).parent.parent)  # what `scripts/setup.sh python` makes
-    text = github_actions.workflow_text(
-        "--catalog catalog/gpu-catalog.yaml --stacks-dir stacks", "main", "terraform"
-    )
+    # The repository's own fleet, at the paths a fork has it (a copy of the fixture fleet, made above).
+    inputs = f"--catalog {Path('catalog', 'gpu-catalog.yaml')} --stacks-dir stacks"
+    text = github_actions.workflow_text(inputs, "main", "terraform")
     steps = job_steps(yaml.safe_load(text), "changed")
     outputs, summary = tmp_path / "github-output", tmp_path / "summary.md"
     env = {
@@ -203,7 +205,11 @@ def test_the_workflows_synthesis_and_comparison_steps_run(tmp_path: Path) -> Non
         assert result.returncode == 0, (name, result.stdout, result.stderr)
     assert outputs.read_text().splitlines() == [
         "dangerous=false",
-        'matrix={"include":[{"stack":"gpu-east","directory":"stacks/gpu-east","status":"changed"}]}',
+        "matrix="
+        + json.dumps(
+            {"include": [{"stack": "gpu-east", "directory": f"{STACKS_FOLDER}/gpu-east", "status": "changed"}]},
+            separators=(",", ":"),
+        ),
     ]
     report = summary.read_text()
     assert report.startswith("### Stacks this change touches") and "gpu-east  changed: 2 to create" in report
