@@ -80,7 +80,15 @@ DEFAULT_OUT = PROJECT_ROOT / "bench-results" / "benchmark.json"
 FLOOR_IMPORTS = (
     "import themelio_gpu.outputs.app, themelio_gpu.plan.fleet, themelio_gpu.constructs.gpu_cluster_stack"
 )
-CDKTF_IMPORT = "import cdktf"
+
+
+def engine_import() -> str:
+    """`import cdktf`, or the engine THEMELIO_ENGINE selects (`import cdktn`): the floor of the example goal."""
+    from themelio_gpu.engine import selected
+
+    return f"import {selected().core}"
+
+
 EXAMPLE_CATALOG = PROJECT_ROOT / "catalog" / "gpu-catalog.yaml"
 EXAMPLE_STACKS = PROJECT_ROOT / "stacks"
 CHILD_ENV = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CHECKPOINT_DISABLE": "1"}
@@ -726,7 +734,7 @@ def derive(
     goals = [
         goal(
             "example",
-            'python main.py (example fleet) / python -c "import cdktf"',
+            f'python main.py (example fleet) / python -c "{engine_import()}"',
             example_ratio["median_of_paired"],
             GOAL_EXAMPLE_RATIO,
             details=example_ratio,
@@ -824,7 +832,7 @@ def render_table(result: Mapping[str, Any]) -> str:
         f"repeats: {result['settings']['repeat']} (medians); cluster: {OFFERINGS_PER_CLUSTER} offerings, "
         f"{POOLS_PER_CLUSTER} static pools x {NODES_PER_POOL} nodes",
         "",
-        _run_line('python -c "import cdktf"', floors["cdktf"]),
+        _run_line(f'python -c "{engine_import()}"', floors["cdktf"]),
         _run_line("app import floor", floors["app"]),
         _run_line("example fleet (python main.py)", result["example"]),
         "",
@@ -1018,6 +1026,7 @@ def ablated_speedups(engine: str = "cdktf") -> tuple[list[str], list[str]]:
 
 
 def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, Any]:
+    from themelio_gpu.engine import selected
     from themelio_gpu.speedups import ENV
 
     env = child_env()
@@ -1033,10 +1042,10 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
         return Series(command, work / name, {ENV: speedup_off} if speedup_off else None)
 
     ablation_fleets = {"example": (EXAMPLE_CATALOG, EXAMPLE_STACKS), str(ABLATION_SIZE): fleets[ABLATION_SIZE]}
-    speedups, notes = ablated_speedups()
+    speedups, notes = ablated_speedups(selected().name)
     # Each goal's two commands run one after the other (either order), so a busy spell slows both.
     series: dict[str, Series] = {
-        "cdktf": Series([python, "-c", CDKTF_IMPORT]),
+        "cdktf": Series([python, "-c", engine_import()]),
         "example": synth(EXAMPLE_CATALOG, EXAMPLE_STACKS, "out-example"),
         **{str(n): synth(*fleets[n], f"out-{n}") for n in sizes},
         "app": Series([python, "-c", FLOOR_IMPORTS]),
@@ -1105,6 +1114,8 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from themelio_gpu.engine import selected
+
     args = build_parser().parse_args(argv)
     if args.repeat < 1:
         raise SystemExit("--repeat must be at least 1")
@@ -1124,13 +1135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": {
             "sizes": list(args.sizes),
             "repeat": args.repeat,
-            "cdktf_command": f"python -c '{CDKTF_IMPORT}'",
+            "cdktf_command": f"python -c '{engine_import()}'",
             "floor_command": f"python -c '{FLOOR_IMPORTS}'",
             "example_command": "python main.py --catalog catalog/gpu-catalog.yaml --stacks-dir stacks --outdir <tmp> --quiet",
             "synth_command": "python main.py --catalog <cat> --stacks-dir <dir> --outdir <tmp> --quiet",
             "ablation_command": "THEMELIO_SPEEDUPS_OFF=<speed-up> <synth_command>",
             "ablation_fleets": ["example", str(ABLATION_SIZE)],
-            "engine": "cdktf",
+            "engine": selected().describe(),
             "cluster_shape": {
                 "offerings": OFFERINGS_PER_CLUSTER,
                 "pools": POOLS_PER_CLUSTER,
