@@ -659,8 +659,9 @@ def repository(tmp_path: Path) -> Path:
     shutil.copytree(EXAMPLE_STACKS, repo / "stacks")
     (repo / "catalog").mkdir()
     shutil.copy(EXAMPLE_CATALOG, repo / "catalog" / "gpu-catalog.yaml")
-    naming = repo / "themelio_gpu" / "constructs" / "naming.py"
-    naming.write_text(naming.read_text().replace(f'"{FIELD_MANAGER}"', '"themelio-gpu-stacks-old"'))
+    names = repo / "themelio_gpu" / "inputs" / "catalog" / "names.py"
+    assert names.read_text().count(f'"{FIELD_MANAGER}"') == 1  # the default field manager, in one place
+    names.write_text(names.read_text().replace(f'"{FIELD_MANAGER}"', '"themelio-gpu-stacks-old"'))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "fleet")

@@ -143,7 +143,7 @@ def test_resource_quota_is_named_as_waldur_names_it() -> None:
     plan = fleet("chart-gpu").cluster("west")
     assert plan is not None
     hard = plan_quota(plan).hard({"nvidia.com/h100": 4})
-    quota = resource_quota(WALDUR_RESOURCE_QUOTA_NAME, "tenant-a", hard)
+    quota = resource_quota(WALDUR_RESOURCE_QUOTA_NAME, "tenant-a", hard, plan.names)
     assert quota["metadata"]["name"] == "custom-resource-quota"
     assert quota["metadata"]["namespace"] == "tenant-a"
     assert quota["spec"]["hard"]["requests.nvidia.com/h100"] == "4"
@@ -158,7 +158,7 @@ def test_emitted_resource_quotas_are_valid_kubernetes_objects(version: str) -> N
     subdomain = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
     for plan in (p for name in ("chart-gpu", "catalog-gpu", "chart-alias") for p in fleet(name).clusters):
         quota_plan = plan_quota(plan)
-        quota = resource_quota(WALDUR_RESOURCE_QUOTA_NAME, "team-a", quota_plan.hard({}))
+        quota = resource_quota(WALDUR_RESOURCE_QUOTA_NAME, "team-a", quota_plan.hard({}), plan.names)
         kubernetes_validate.validate(quota, version, strict=True)
         for key in quota["spec"]["hard"]:
             prefix, name = key.split("/")

@@ -20,7 +20,8 @@ from tests.builders import cluster, fleet_of, problems_of
 from tests.conftest import FIXTURES
 from themelio_gpu.dryrun.cluster_match import classes_for_cluster, match_cluster
 from themelio_gpu.dryrun.resourceslices import load_resourceslices
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, GENERIC_GPU_CLASS
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS
+from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.inputs.clusters.pool_contract import MIG_CONFIG
 from themelio_gpu.live.preflight import expected_device_classes
@@ -30,6 +31,8 @@ from themelio_gpu.plan.helm.values import CONTROL_PLANE_TOLERATION, gpu_pool_tol
 FLEET = FIXTURES / "fleets" / "gpu-operator-mode"
 CATALOG = FLEET / "catalog" / "gpu-catalog.yaml"
 STACKS = FLEET / "stacks"
+# The fleet sets no names: the class standing in for gpu.nvidia.com has the default name.
+GENERIC_GPU_CLASS = DEFAULT_NAMES.generic_gpu_class
 
 
 @pytest.fixture(scope="module")

@@ -128,7 +128,7 @@ def test_every_served_name_is_advertised_by_exactly_one_class(fleet: Fleet, name
     plan = plan_of(fleet, name)
     (release,) = plan.releases
     rendered = of_kind(helm_template(release, plan.definition.kubernetes_version, tmp_path), "DeviceClass")
-    ours = [device_class_manifest(c) for c in plan.device_classes]
+    ours = [device_class_manifest(c, plan.names) for c in plan.device_classes]
     classes = ours + rendered + operator_runtime_classes(plan.definition.dra_driver.compute_domains)
     assert len({c["metadata"]["name"] for c in classes}) == len(classes), "two classes with one name"
     advertised = Counter(

@@ -267,7 +267,8 @@ def test_labels_that_never_settle_are_reported(a100: PoolContract) -> None:
 def test_what_each_role_must_do_on_each_kind_of_pool(
     a100: PoolContract, role: Role, dra: bool, mig: bool, expected: Expect
 ) -> None:
-    pool = PoolContract(a100.name, a100.product, a100.labels, a100.taints, {"1g.5gb": 7} if mig else None, 8, dra)
+    mig_devices = {"1g.5gb": 7} if mig else None
+    pool = PoolContract(a100.name, a100.product, a100.labels, a100.taints, mig_devices, 8, dra, a100.pool_label)
     assert expectation(role, pool) is expected
 
 

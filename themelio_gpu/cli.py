@@ -331,7 +331,7 @@ def cluster_contract_files(plan: ClusterPlan) -> dict[str, str]:
     files = {
         "waldur-quota-mapping.yaml": dump_yaml(waldur_quota_mapping(plan, quota)),
         "waldur-backend-components.yaml": dump_yaml(waldur_backend_components(plan, quota)),
-        "resource-quota-closed.yaml": dump_yaml(closed_resource_quota(quota)),
+        "resource-quota-closed.yaml": dump_yaml(closed_resource_quota(quota, plan.names)),
         "kueue.yaml": note + _documents(kueue.objects),
         "kubeflow-spawner-gpus.yaml": notebook_note + dump_yaml(kubeflow_spawner_gpus(notebooks.offerings, names)),
     }
@@ -399,7 +399,7 @@ def _catalog_quota(args: argparse.Namespace) -> int:
         problems.add("command line", item_of[name], message)
     problems.raise_if_any()
     hard = quota.hard(grants)
-    print(dump_yaml(resource_quota(WALDUR_RESOURCE_QUOTA_NAME, args.namespace, hard)), end="")
+    print(dump_yaml(resource_quota(WALDUR_RESOURCE_QUOTA_NAME, args.namespace, hard, plan.names)), end="")
     for note in grant_notes(quota, plan, grants):
         print(f"note: {note}", file=sys.stderr)
     return EXIT_OK

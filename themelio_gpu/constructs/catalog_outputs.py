@@ -11,7 +11,6 @@ from functools import lru_cache
 from typing import Any, cast
 
 from themelio_gpu.constructs.literal import literal
-from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.constructs.providers import (
     ENGINE,
     ConfigMapV1,
@@ -56,7 +55,7 @@ class CatalogOutputs:
         notebooks = cluster_notebook_choices(plan).offerings
         self.outputs: dict[str, Any] = {
             "waldur_quota_mapping": waldur_quota_mapping(plan, quota),
-            "gpu_quota_closed": closed_resource_quota(quota),
+            "gpu_quota_closed": closed_resource_quota(quota, plan.names),
             "kubeflow_spawner_gpus": kubeflow_spawner_gpus(notebooks, quota.grant_names),
             "gpu_labels": gpu_labels_config(plan.offerings, aliases),
             "device_classes": {c.name: c.extended_resource_name for c in plan.device_classes},
@@ -67,7 +66,7 @@ class CatalogOutputs:
             self.outputs["kubeflow_workspacekind_podconfig"] = pod_configs
         contracts = self.outputs
 
-        config_map = plan.definition.catalog_config_map
+        config_map = plan.config_map
         if config_map is None:
             return
         data = {
@@ -79,9 +78,7 @@ class CatalogOutputs:
         data["resource-quota-closed.yaml"] = _yaml(contracts["gpu_quota_closed"])
         data["waldur-quota-mapping.yaml"] = _yaml(contracts["waldur_quota_mapping"])
         data["device-classes.json"] = json.dumps(contracts["device_classes"], sort_keys=True, indent=2)
-        metadata = NamespaceV1Metadata(
-            name=config_map.namespace, labels={"app.kubernetes.io/managed-by": FIELD_MANAGER}
-        )
+        metadata = NamespaceV1Metadata(name=config_map.namespace, labels=plan.names.managed_by)
         # The 3.x provider (CDK Terrain's bindings) takes the block as a list of one.
         namespace = NamespaceV1(
             stack,
@@ -94,7 +91,7 @@ class CatalogOutputs:
             metadata=ConfigMapV1Metadata(
                 name=config_map.name,
                 namespace=config_map.namespace,
-                labels={"app.kubernetes.io/managed-by": FIELD_MANAGER},
+                labels=plan.names.managed_by,
             ),
             # Display names and descriptions are the catalog's text: literal() keeps it from being a template.
             data=literal(data),

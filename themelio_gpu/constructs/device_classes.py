@@ -11,26 +11,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from themelio_gpu.constructs.literal import literal
-from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.constructs.providers import Manifest, ManifestFieldManager, TerraformIterator, TerraformStack
 from themelio_gpu.constructs.shared_values import each_value_map, shared_map
+from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.plan.fleet import DeviceClassSpec
 from themelio_gpu.plan.manifests import device_class_manifest
 
 
 class DeviceClasses:
     def __init__(
-        self, stack: TerraformStack, classes: Sequence[DeviceClassSpec], depends_on: Sequence[Any]
+        self, stack: TerraformStack, classes: Sequence[DeviceClassSpec], names: Names, depends_on: Sequence[Any]
     ) -> None:
         # The selector and annotation carry catalog text: literal() keeps it out of Terraform's templates.
         each_class = TerraformIterator.from_map(
-            shared_map({c.name: device_class_manifest(c) for c in classes}, literal)
+            shared_map({c.name: device_class_manifest(c, names) for c in classes}, literal)
         )
         self.manifest = Manifest(
             stack,
             "device_class",
             for_each=each_class,
             manifest=each_value_map(),
-            field_manager=ManifestFieldManager(name=FIELD_MANAGER),
+            field_manager=ManifestFieldManager(name=names.field_manager),
             depends_on=list(depends_on) or None,
         )

@@ -39,7 +39,7 @@ class GpuClusterStack(TerraformStack):
         # Order: node labels, then the operator, then the DRA driver chart (where the operator does not manage
         # the DRA driver), then the classes that need the driver.
         pools = [
-            GpuNodePool(self, pool, contract)
+            GpuNodePool(self, pool, contract, plan.names.field_manager)
             for pool, contract in zip(cluster.node_pools, plan.pools, strict=True)
         ]
         labelled: list[Any] = [d for pool in pools for d in pool.dependables]
@@ -50,7 +50,7 @@ class GpuClusterStack(TerraformStack):
         if plan.dra_release is not None:
             driver = DraDriverRelease(self, plan, depends_on=[operator.release]).release
         if plan.dra_enabled and plan.device_classes:
-            DeviceClasses(self, plan.device_classes, depends_on=[driver])
+            DeviceClasses(self, plan.device_classes, plan.names, depends_on=[driver])
         outputs.update(CatalogOutputs(self, plan).outputs)
         # Outputs are plain JSON: one override writes them all, instead of one jsii object (round trip) each.
         self.add_override(

@@ -17,7 +17,6 @@ from typing import Any
 
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import (
-    FIELD_MANAGER,
     karpenter_node_pool_id,
     logical_id,
     node_labels_id,
@@ -39,8 +38,9 @@ from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContra
 
 
 class GpuNodePool:
-    def __init__(self, stack: TerraformStack, pool: NodePool, contract: PoolContract) -> None:
+    def __init__(self, stack: TerraformStack, pool: NodePool, contract: PoolContract, field_manager: str) -> None:
         self.stack = stack
+        self.field_manager = field_manager
         self.dependables: list[Any] = []
         self.outputs = {logical_id("node_pool", pool.name.replace("-", "_")): self.contract_output(contract)}
         provisioning = pool.provisioning
@@ -72,7 +72,7 @@ class GpuNodePool:
             kind="Node",
             metadata=LabelsMetadata(name=node_name),
             labels=dict(contract.labels),
-            field_manager=FIELD_MANAGER,
+            field_manager=self.field_manager,
             # These keys belong to this tool; the GPU Operator writes nvidia.com/mig.config too.
             force=True,
         )
@@ -86,7 +86,7 @@ class GpuNodePool:
             for_each=each_node,
             metadata=NodeTaintMetadata(name=node_name),
             taint=[NodeTaintTaint(key=t.key, value=t.value, effect=t.effect) for t in contract.taints],
-            field_manager=FIELD_MANAGER,
+            field_manager=self.field_manager,
             force=True,
         )
         self.dependables.append(taints)
@@ -128,6 +128,6 @@ class GpuNodePool:
                 # The node class reference is the user's text: literal() keeps it from being a template.
                 "spec": literal(spec),
             },
-            field_manager=ManifestFieldManager(name=FIELD_MANAGER),
+            field_manager=ManifestFieldManager(name=self.field_manager),
         )
         self.dependables.append(node_pool)

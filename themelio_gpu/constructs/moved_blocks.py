@@ -3,7 +3,7 @@
 A static pool's resources are addressed by its name; a rename without a move destroys the labels and taints
 at the old addresses and creates them at the new ones (see plan/renames.py for why that hurts). A `moved`
 block per address hands the old state to the new address, so Terraform plans an in-place update (the
-`gpu.themelio.io/pool` label changes) and leaves every node labelled throughout. Terraform 1.1+ and OpenTofu
+pool label, `<labelDomain>/pool`, changes) and leaves every node labelled throughout. Terraform 1.1+ and OpenTofu
 read them; a block whose old address is not in the state (the rename was applied already, or the pool was
 untainted) does nothing, so `renamedFrom` may stay in the definition.
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-FIELD_MANAGER = "themelio-gpu-stacks"
-
 
 def logical_id(*parts: str) -> str:
     """`("node_labels", "a100-mig")` -> `node_labels_a100-mig` (Terraform allows letters, digits, _ and -)."""

@@ -16,7 +16,7 @@ from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_
 from themelio_gpu.dryrun.trial import violations
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, GENERIC_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 
@@ -60,7 +60,7 @@ def classes_for_cluster(plan: ClusterPlan) -> list[ClassUnderTest]:
             c.extended_resource_name,
             [c.selector],
             c.offering,
-            shares_devices=c.name == GENERIC_GPU_CLASS or c.offering in allowed,
+            shares_devices=c.name == plan.names.generic_gpu_class or c.offering in allowed,
         )
         for c in plan.device_classes
     ]

@@ -36,7 +36,7 @@ from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.inputs.catalog.selectors import DRIVER as GPU_DRIVER
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
-from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, POOL, PoolContract
+from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
 from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
 from themelio_gpu.plan.quota import (
@@ -941,7 +941,8 @@ def check_pool(plan: ClusterPlan, pool: PoolContract, api: Api, report: Report) 
     definition = next(p for p in plan.definition.node_pools if p.name == pool.name)
     static = definition.provisioning.static
     labelled = {
-        str(n["metadata"]["name"]): n for n in api.list_items(NODES, [("labelSelector", f"{POOL}={pool.name}")])
+        str(n["metadata"]["name"]): n
+        for n in api.list_items(NODES, [("labelSelector", f"{pool.pool_label}={pool.name}")])
     }
     nodes: dict[str, Mapping[str, Any]] = {}
     failed = False
@@ -958,7 +959,9 @@ def check_pool(plan: ClusterPlan, pool: PoolContract, api: Api, report: Report) 
                 report.fail(check, f"node {name} (provisioning.static.nodes) does not exist")
                 failed = True
         for name in sorted(set(labelled) - set(static.nodes)):
-            report.warn(check, f"node {name} carries {POOL}={pool.name} but is not in provisioning.static.nodes")
+            report.warn(
+                check, f"node {name} carries {pool.pool_label}={pool.name} but is not in provisioning.static.nodes"
+            )
             nodes[name] = labelled[name]
     else:
         nodes = dict(labelled)
@@ -966,7 +969,7 @@ def check_pool(plan: ClusterPlan, pool: PoolContract, api: Api, report: Report) 
             kind = "karpenter" if definition.provisioning.karpenter is not None else "provisioned"
             report.warn(
                 check,
-                f"no node carries {POOL}={pool.name} yet ({kind} pool: nodes appear when they are created)",
+                f"no node carries {pool.pool_label}={pool.name} yet ({kind} pool: nodes appear when they are created)",
             )
             return
     for name, node in sorted(nodes.items()):

@@ -12,17 +12,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from themelio_gpu.constructs.naming import FIELD_MANAGER
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering, workspacekind_pod_config_id
 from themelio_gpu.inputs.catalog.model import Lifecycle
+from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, untolerated
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, requests_key
 
 # Waldur's Rancher plugin applies quotas as one ResourceQuota of this name per project namespace.
 WALDUR_RESOURCE_QUOTA_NAME = "custom-resource-quota"
-# The keys no Waldur component sets, all 0, in a ResourceQuota of their own: Waldur rewrites its own one.
-CLOSED_RESOURCE_QUOTA_NAME = "themelio-gpu-closed"
+# The keys no Waldur component sets, all 0, go in a ResourceQuota of their own (Waldur rewrites its own one):
+# `Names.closed_quota_name`, themelio-gpu-closed by default.
 # waldur-site-agent's Rancher backend (`_filter_quota_components`) gives a new project a quota only for
 # components whose type is cpu, ram, storage or gpu: without it the project's GPUs are unlimited until a
 # later limit update. `k8s_resource` still decides the key (`requests.<k8s_resource>`).
@@ -70,7 +70,7 @@ def waldur_quota_mapping(plan: ClusterPlan, quota: ClusterQuotaPlan) -> dict[str
         "resourceQuota": WALDUR_RESOURCE_QUOTA_NAME,
         "components": components,
         "zeroInEveryNamespace": {
-            "resourceQuota": CLOSED_RESOURCE_QUOTA_NAME,
+            "resourceQuota": plan.names.closed_quota_name,
             "keys": list(quota.zero_keys(quota.grant_names.values())),
         },
     }
@@ -92,18 +92,18 @@ def waldur_backend_components(plan: ClusterPlan, quota: ClusterQuotaPlan) -> dic
     }
 
 
-def resource_quota(name: str, namespace: str | None, hard: Mapping[str, str]) -> dict[str, Any]:
+def resource_quota(name: str, namespace: str | None, hard: Mapping[str, str], names: Names) -> dict[str, Any]:
     """A ResourceQuota; without a namespace it is applied with `kubectl apply -n <namespace>`."""
-    metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}}
+    metadata: dict[str, Any] = {"name": name, "labels": names.managed_by}
     if namespace is not None:
         metadata["namespace"] = namespace
     return {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": metadata, "spec": {"hard": dict(hard)}}
 
 
-def closed_resource_quota(quota: ClusterQuotaPlan) -> dict[str, Any]:
+def closed_resource_quota(quota: ClusterQuotaPlan, names: Names) -> dict[str, Any]:
     """For every namespace beside Waldur's quota: the keys no Waldur component sets, at 0."""
     zero = quota.zero_keys(quota.grant_names.values())
-    return resource_quota(CLOSED_RESOURCE_QUOTA_NAME, None, dict.fromkeys(zero, "0"))
+    return resource_quota(names.closed_quota_name, None, dict.fromkeys(zero, "0"), names)
 
 
 def _kubeflow_offerings(offerings: Iterable[ResolvedOffering]) -> list[ResolvedOffering]:

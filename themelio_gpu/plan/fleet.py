@@ -17,7 +17,8 @@ from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, GENERIC_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.names import BUILT_IN_NAMESPACES, DEFAULT_NAMES, Names
 from themelio_gpu.inputs.catalog.products import (
     PRODUCTS,
     GpuProduct,
@@ -69,6 +70,21 @@ class HelmReleaseSpec:
 
 
 @dataclass(frozen=True)
+class ConfigMapSpec:
+    """Where a cluster publishes the catalog outputs: its catalogConfigMap, the fleet's names filling in."""
+
+    namespace: str
+    name: str
+
+
+def config_map_spec(cluster: ClusterDefinition, names: Names) -> ConfigMapSpec | None:
+    given = cluster.catalog_config_map
+    if given is None:
+        return None
+    return ConfigMapSpec(given.namespace or names.namespace, given.name or names.config_map_name)
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
     definition: ClusterDefinition
     file: str
@@ -88,6 +104,10 @@ class ClusterPlan:
     """In install order: the GPU Operator, then the DRA driver chart when the cluster has one."""
     terraform_version: str
     """`terraform.required_version`: the oldest Terraform with every feature the stack uses."""
+    names: Names
+    """The fleet's own names (the catalog's `names:`): label domain, field manager, namespace, ..."""
+    config_map: ConfigMapSpec | None
+    """The ConfigMap publishing the catalog outputs in the cluster, if the definition asks for one."""
 
     @property
     def name(self) -> str:
@@ -175,11 +195,13 @@ def plan_cluster(
     count = len(problems)
     for message in k8s_names.dns1123_label(cluster.name):
         problems.add(file, "name", message)
+    # Without a catalog (its problems are reported) this project's names stand in, so every other check runs.
+    names = catalog.names if catalog is not None else DEFAULT_NAMES
 
     by_operator = cluster.dra_by_gpu_operator
     derivable = dra_mode.check_mode(cluster, file, problems)
     offerings = _served_offerings(catalog, cluster, file, problems) if catalog is not None else ()
-    pools = _pool_contracts(cluster, catalog.products if catalog is not None else None, file, problems)
+    pools = _pool_contracts(cluster, catalog.products if catalog is not None else None, names, file, problems)
     renames.check_renames(cluster, file, problems)
     dra = any(p.dra for p in cluster.node_pools)
     if dra:
@@ -189,12 +211,12 @@ def plan_cluster(
     every_pool = len(pools) == len(cluster.node_pools)
     placements = _check_coverage(cluster, offerings, pools, file, problems) if every_pool else MappingProxyType({})
 
-    names: list[str] = []
+    advertised: list[str] = []
     classes: list[DeviceClassSpec] = []
     for offering in offerings:
-        names.extend(offering.advertised_names(cluster.serve_migration_aliases))
+        advertised.extend(offering.advertised_names(cluster.serve_migration_aliases))
         if dra:
-            classes.extend(_classes_of(offering, cluster.serve_migration_aliases, by_operator))
+            classes.extend(_classes_of(offering, cluster.serve_migration_aliases, by_operator, names))
 
     operator = _merged_values(
         helm_values.OPERATOR_CHART,
@@ -247,7 +269,8 @@ def plan_cluster(
         )
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, "gpuOperator.namespace", message)
-    _check_catalog_config_map(cluster, dra, file, problems)
+    config_map = config_map_spec(cluster, names)
+    _check_catalog_config_map(cluster, config_map, dra, names, file, problems)
     driver_classes = (
         driver_device_classes(by_gpu_operator=by_operator, compute_domains=cluster.dra_driver.compute_domains)
         if dra
@@ -262,7 +285,7 @@ def plan_cluster(
         definition=cluster,
         file=file,
         offerings=offerings,
-        advertised_names=tuple(sorted(names)),
+        advertised_names=tuple(sorted(advertised)),
         device_classes=tuple(sorted(classes, key=lambda c: c.name)),
         driver_classes=driver_classes,
         pools=pools,
@@ -270,6 +293,8 @@ def plan_cluster(
         products=catalog.products,
         releases=tuple(releases),
         terraform_version=required_terraform_version(cluster),
+        names=names,
+        config_map=config_map,
     )
     # What Kueue's CRDs would refuse in the cluster's kueue.yaml (catalog export) is refused here, as input.
     limits = kueue.limit_problems(plan)
@@ -304,11 +329,13 @@ def _check_one_class_per_name(
         )
 
 
-def _classes_of(offering: ResolvedOffering, with_aliases: bool, by_operator: bool) -> list[DeviceClassSpec]:
+def _classes_of(
+    offering: ResolvedOffering, with_aliases: bool, by_operator: bool, names: Names
+) -> list[DeviceClassSpec]:
     """The classes the stack creates for one offering (and its aliases, while the cluster migrates).
 
     A chart-served name needs no class of ours beside the DRA chart, whose gpu.nvidia.com maps it. The GPU
-    Operator's gpu.nvidia.com maps no name, so there the stack creates GENERIC_GPU_CLASS with the same
+    Operator's gpu.nvidia.com maps no name, so there the stack creates `names.generic_gpu_class` with the same
     selector (any whole GPU): without it, requests for the name would never be satisfied.
     """
     served = [(offering.name, offering.served_by, offering.device_class, False)]
@@ -320,7 +347,7 @@ def _classes_of(offering: ResolvedOffering, with_aliases: bool, by_operator: boo
             classes.append(DeviceClassSpec(device_class, name, offering.selector, offering.name, is_alias))
         elif by_operator:
             selector = CHART_CLASS_SELECTORS[CHART_GPU_CLASS]
-            classes.append(DeviceClassSpec(GENERIC_GPU_CLASS, name, selector, offering.name, is_alias))
+            classes.append(DeviceClassSpec(names.generic_gpu_class, name, selector, offering.name, is_alias))
     return classes
 
 
@@ -330,15 +357,23 @@ def _namespace_problems(namespace: str) -> list[str]:
     return k8s_names.dns1123_label(namespace)
 
 
-# Namespaces every cluster has: kubernetes_namespace_v1 fails on apply when its namespace already exists.
-BUILT_IN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-def _check_catalog_config_map(cluster: ClusterDefinition, dra: bool, file: str, problems: Problems) -> None:
-    config_map = cluster.catalog_config_map
+def _check_catalog_config_map(
+    cluster: ClusterDefinition,
+    config_map: ConfigMapSpec | None,
+    dra: bool,
+    names: Names,
+    file: str,
+    problems: Problems,
+) -> None:
     if config_map is None:
         return
     namespace = config_map.namespace
+    # Where the fleet's default namespace is the problem, the example would be the problem itself.
+    own = (
+        f"e.g. {names.namespace}"
+        if namespace != names.namespace
+        else "with catalogConfigMap.namespace here or names.namespace in the catalog"
+    )
     # The provider checks both names as DNS subdomains; the API server wants a namespace to be a DNS label.
     for message in k8s_names.dns1123_label(namespace):
         problems.add(file, "catalogConfigMap.namespace", message)
@@ -352,14 +387,14 @@ def _check_catalog_config_map(cluster: ClusterDefinition, dra: bool, file: str, 
             file,
             "catalogConfigMap.namespace",
             f"{namespace} exists in every cluster, and the stack creates this namespace "
-            "(kubernetes_namespace_v1 fails when it exists): choose one of its own, e.g. themelio-system",
+            f"(kubernetes_namespace_v1 fails when it exists): choose one of its own, {own}",
         )
     elif namespace in releases:
         problems.add(
             file,
             "catalogConfigMap.namespace",
             f"{namespace} is also the namespace of {releases[namespace]}, which creates it (create_namespace); "
-            "two resources creating one namespace race on apply: choose one of its own, e.g. themelio-system",
+            f"two resources creating one namespace race on apply: choose one of its own, {own}",
         )
 
 
@@ -388,7 +423,11 @@ def _served_offerings(
 
 
 def _pool_contracts(
-    cluster: ClusterDefinition, products: Mapping[str, GpuProduct] | None, file: str, problems: Problems
+    cluster: ClusterDefinition,
+    products: Mapping[str, GpuProduct] | None,
+    names: Names,
+    file: str,
+    problems: Problems,
 ) -> tuple[PoolContract, ...]:
     device_plugin = any(not p.dra for p in cluster.node_pools)
     contracts = []
@@ -431,7 +470,9 @@ def _pool_contracts(
                 problems.add(file, f"{where}.product", unknown_product_message(pool.product, products))
             continue
         found: list[tuple[str, str]] = []
-        contract = pool_contract(pool, product, device_plugin, found, mig_manager=not cluster.dra_by_gpu_operator)
+        contract = pool_contract(
+            pool, product, device_plugin, found, names, mig_manager=not cluster.dra_by_gpu_operator
+        )
         for field, message in found:
             problems.add(file, f"{where}.{field}", message)
         contracts.append(contract)

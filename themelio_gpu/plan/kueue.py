@@ -14,10 +14,10 @@ Flavors and queues, after Kueue's own rules (v0.19.2):
   refuses two): where the pools' values differ, the taint is written without a value, and the flavor's
   `tolerations` (which Kueue adds to every pod it admits) tolerate each hard taint with `Exists`.
 - A reserved pool (a NoSchedule or NoExecute taint beyond that) gets a flavor of its own, `pool-<pool>`,
-  selecting it by `gpu.themelio.io/pool`. It is in no queue but the one the cluster definition grants it
-  (`kueue.queues`: a ClusterQueue for the namespaces listed, with a LocalQueue in each); only that flavor
-  tolerates the reservation, so no other workload Kueue admits is let into the pool. A reserved pool no
-  queue grants has no flavor: Kueue admits nothing there.
+  selecting it by the pool label (`<labelDomain>/pool`, by default `gpu.themelio.io/pool`). It is in no queue
+  but the one the cluster definition grants it (`kueue.queues`: a ClusterQueue for the namespaces listed,
+  with a LocalQueue in each); only that flavor tolerates the reservation, so no other workload Kueue admits
+  is let into the pool. A reserved pool no queue grants has no flavor: Kueue admits nothing there.
 - CRD limits are checked, with the definition's location: a ResourceFlavor takes at most 8 node labels,
   taints and tolerations; a resource group at most 64 covered resources and 64 flavors. Each queue has one
   resource group, so the limit of 16 groups is never reached.
@@ -39,7 +39,6 @@ from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import (
     BLOCKING_EFFECTS,
     DEPLOY_DEVICE_PLUGIN,
-    OWNED_LABEL_KEYS,
     PoolContract,
     TaintSpec,
 )
@@ -135,7 +134,8 @@ def _flavor(name: str, pools: Sequence[PoolContract]) -> Flavor:
     # Labels every pool of the flavor carries, from the label contract (not the pools' extra labels): at most
     # the 8 a ResourceFlavor takes. The pool label is among them where the flavor has one pool.
     shared = set(pools[0].labels.items()).intersection(*(p.labels.items() for p in pools[1:]))
-    labels = {k: v for k, v in sorted(shared) if k in OWNED_LABEL_KEYS and k != DEPLOY_DEVICE_PLUGIN}
+    owned = pools[0].owned_label_keys
+    labels = {k: v for k, v in sorted(shared) if k in owned and k != DEPLOY_DEVICE_PLUGIN}
     values: dict[tuple[str, str], set[str]] = {}
     for pool in pools:
         for taint in pool.taints:

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from themelio_gpu.constructs.naming import FIELD_MANAGER
+from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.plan.fleet import DeviceClassSpec
 
 DEVICE_CLASS_API_VERSION = "resource.k8s.io/v1"
 
 
-def device_class_manifest(spec: DeviceClassSpec) -> dict[str, Any]:
+def device_class_manifest(spec: DeviceClassSpec, names: Names) -> dict[str, Any]:
     return {
         "apiVersion": DEVICE_CLASS_API_VERSION,
         "kind": "DeviceClass",
         "metadata": {
             "name": spec.name,
-            "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER},
-            "annotations": {"gpu.themelio.io/offering": spec.offering},
+            "labels": names.managed_by,
+            "annotations": {names.offering_annotation: spec.offering},
         },
         "spec": {
             "extendedResourceName": spec.extended_resource_name,

@@ -31,7 +31,9 @@ def verify_cluster(plan: ClusterPlan, source: ChartSource, work_dir: Path, kv: M
             )
             proof.failures.append(f"release {spec.name}: {error}; nothing proven for this cluster")
             return proof
-    objects: list[tuple[str, Any]] = [("this stack", device_class_manifest(c)) for c in plan.device_classes]
+    objects: list[tuple[str, Any]] = [
+        ("this stack", device_class_manifest(c, plan.names)) for c in plan.device_classes
+    ]
     objects += [(f"release {r.spec.name}", o) for r in rendered for o in r.objects]
     validation: ValidationResult = validate_objects(objects, plan.definition.kubernetes_version, kv)
     return prove_cluster(plan, rendered, validation)

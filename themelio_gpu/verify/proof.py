@@ -312,7 +312,7 @@ def _check_device_classes(
     proof: ClusterProof, plan: ClusterPlan, rendered: Sequence[RenderedRelease], mode: OperatorMode | None
 ) -> None:
     classes: list[tuple[str, Mapping[str, Any]]] = [
-        ("this stack", device_class_manifest(c)) for c in plan.device_classes
+        ("this stack", device_class_manifest(c, plan.names)) for c in plan.device_classes
     ]
     for release in rendered:
         classes.extend(

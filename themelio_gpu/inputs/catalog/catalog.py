@@ -15,7 +15,6 @@ from themelio_gpu.inputs.catalog.model import (
     CHART_DEVICE_CLASSES,
     CHART_GPU_CLASS,
     CHART_SERVED_NAME,
-    GENERIC_GPU_CLASS,
     Capability,
     CatalogFile,
     Constraints,
@@ -24,6 +23,7 @@ from themelio_gpu.inputs.catalog.model import (
     ServedBy,
     Toleration,
 )
+from themelio_gpu.inputs.catalog.names import Names, check_names
 from themelio_gpu.inputs.catalog.product_table import merged_products
 from themelio_gpu.inputs.catalog.products import (
     DRIVER_ARCHITECTURES,
@@ -110,6 +110,8 @@ class Catalog:
     offerings: Mapping[str, ResolvedOffering]
     products: Mapping[str, GpuProduct]
     """The merged product table: built-in products plus the catalog's own (these win)."""
+    names: Names
+    """The fleet's own names (label domain, field manager, ...): the catalog's `names:`, or this project's."""
 
     def __iter__(self) -> Iterator[ResolvedOffering]:
         return iter(self.offerings.values())
@@ -162,10 +164,11 @@ def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) ->
 
 def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalog | None:
     before = len(problems)
+    check_names(model.names, file, problems)
     products = merged_products(model.products, file, problems)
     resolved: dict[str, ResolvedOffering] = {}
     for name, offering in model.offerings.items():
-        item = _resolve_offering(name, offering, file, problems, products)
+        item = _resolve_offering(name, offering, file, problems, products, model.names)
         if item is not None:
             resolved[name] = item
     if not model.offerings:
@@ -174,7 +177,12 @@ def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalo
     resolved = _with_overlaps(resolved, file, problems)
     if len(problems) > before:
         return None
-    return Catalog(file=file, offerings=MappingProxyType(dict(sorted(resolved.items()))), products=products)
+    return Catalog(
+        file=file,
+        offerings=MappingProxyType(dict(sorted(resolved.items()))),
+        products=products,
+        names=model.names,
+    )
 
 
 def _with_overlaps(
@@ -227,7 +235,7 @@ def _served_by(name: str, given: ServedBy | None, file: str, where: str, problem
 
 
 def _device_class(
-    name: str, given: str | None, served_by: ServedBy, file: str, where: str, problems: Problems
+    name: str, given: str | None, served_by: ServedBy, file: str, where: str, problems: Problems, names: Names
 ) -> str:
     if served_by is ServedBy.dra_driver_chart:
         if given not in (None, CHART_GPU_CLASS):
@@ -245,9 +253,9 @@ def _device_class(
             file,
             f"{where}.deviceClass",
             f"{given} is created by the NVIDIA DRA driver chart itself; choose another name "
-            "(for example <product>.gpu.themelio.io)",
+            f"(for example <product>.{names.class_suffix})",
         )
-    if given == GENERIC_GPU_CLASS:
+    if given == names.generic_gpu_class:
         problems.add(
             file,
             f"{where}.deviceClass",
@@ -263,13 +271,14 @@ def _resolve_offering(
     file: str,
     problems: Problems,
     products: Mapping[str, GpuProduct],
+    names: Names,
 ) -> ResolvedOffering | None:
     where = format_location(("offerings", name))
     count = len(problems)
     for message in k8s_names.extended_resource_name(name):
         problems.add(file, where, message)
     served_by = _served_by(name, offering.served_by, file, where, problems)
-    device_class = _device_class(name, offering.device_class, served_by, file, where, problems)
+    device_class = _device_class(name, offering.device_class, served_by, file, where, problems, names)
 
     capability: ResolvedCapability | None = None
     if offering.capability is not None:
@@ -356,14 +365,16 @@ def _resolve_offering(
         alias_served_by = _served_by(alias.name, alias.served_by, file, alias_where, problems)
         if alias_served_by is ServedBy.catalog and served_by is ServedBy.dra_driver_chart:
             problems.add(file, alias_where, "an alias of a chart-served offering cannot have a class of its own")
-        alias_class = _device_class(alias.name, alias.device_class, alias_served_by, file, alias_where, problems)
+        alias_class = _device_class(
+            alias.name, alias.device_class, alias_served_by, file, alias_where, problems, names
+        )
         aliases.append(ResolvedAlias(alias.name, alias_class, alias_served_by))
 
     if len(problems) > count:
         return None
     if capability is not None:
-        names = [n for key in capability.products for n in products[key].product_names]
-        selector = capability_selector(capability, names)
+        product_names = [n for key in capability.products for n in products[key].product_names]
+        selector = capability_selector(capability, product_names)
         takes = capability.kinds(products.values())
     else:
         selector = gpu_selector(product, mig_profile, constraints.min_memory, constraints.min_driver_version)

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
+
 # The NVIDIA DRA driver chart's own DeviceClasses (charts 0.4.1 and 25.12.0 render the same five), which the
 # GPU Operator's GPUCluster creates too (`driver_classes.py` says which, per installer).
 CHART_DEVICE_CLASSES = (
@@ -20,8 +22,8 @@ CHART_DEVICE_CLASSES = (
 CHART_SERVED_NAME = "nvidia.com/gpu"
 CHART_GPU_CLASS = "gpu.nvidia.com"
 # The GPU Operator's GPUCluster creates gpu.nvidia.com without an extendedResourceName: in that mode the stack
-# creates this class for a chart-served name, selecting what gpu.nvidia.com selects (any whole GPU).
-GENERIC_GPU_CLASS = "any-gpu.gpu.themelio.io"
+# creates a class of its own for a chart-served name, selecting what gpu.nvidia.com selects (any whole GPU):
+# `Names.generic_gpu_class`, any-gpu.gpu.themelio.io by default.
 
 
 class Strict(BaseModel):
@@ -180,6 +182,10 @@ class Offering(Strict):
 
 class CatalogFile(Strict):
     schema_ref: str | None = Field(default=None, alias="$schema")
+    names: Names = Field(
+        default=DEFAULT_NAMES,
+        description="Your own names for what the stacks create (docs/names.md); every default is this project's",
+    )
     products: dict[str, Product] = Field(
         default_factory=dict, description="Products beyond the built-in table, or corrections to it (these win)"
     )

@@ -405,8 +405,14 @@ class KueueSettings(Strict):
 
 
 class CatalogConfigMap(Strict):
-    namespace: str = Field(default="themelio-system", description="Created by the stack: a namespace of its own")
-    name: str = "themelio-gpu-catalog"
+    namespace: str | None = Field(
+        default=None,
+        description="Created by the stack: a namespace of its own. Default: the catalog's names.namespace "
+        "(themelio-system)",
+    )
+    name: str | None = Field(
+        default=None, description="Default: <namePrefix>-catalog, from the catalog's names (themelio-gpu-catalog)"
+    )
 
 
 class ClusterDefinition(Strict):

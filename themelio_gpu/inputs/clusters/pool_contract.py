@@ -14,6 +14,7 @@ from typing import Any
 
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import DEFAULT_TOLERATIONS
+from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.catalog.products import (
     GpuProduct,
     default_mig_config_names,
@@ -30,9 +31,8 @@ MIG_PROFILE = "mig_profile"
 MIG_CONFIG = "nvidia.com/mig.config"
 DRA_KUBELET_PLUGIN = "nvidia.com/dra-kubelet-plugin"
 DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
-POOL = "gpu.themelio.io/pool"
-
-OWNED_LABEL_KEYS = (
+# And the pool label, `<labelDomain>/pool` (`Names.pool_label`): the one key of the contract a fork names.
+WELL_KNOWN_LABEL_KEYS = (
     INSTANCE_TYPE,
     GPU_PRESENT,
     ACCELERATOR,
@@ -41,7 +41,6 @@ OWNED_LABEL_KEYS = (
     MIG_CONFIG,
     DRA_KUBELET_PLUGIN,
     DEPLOY_DEVICE_PLUGIN,
-    POOL,
 )
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -103,6 +102,13 @@ class PoolContract:
     """MIG devices per GPU, or None when MIG is off (the pool publishes whole GPUs)."""
     gpus_per_node: int
     dra: bool
+    pool_label: str
+    """The label naming the pool on its nodes (`<labelDomain>/pool`): preflight finds the pool's nodes by it."""
+
+    @property
+    def owned_label_keys(self) -> tuple[str, ...]:
+        """Every label key of the contract: this tool sets them, a pool's own `labels` cannot."""
+        return (*WELL_KNOWN_LABEL_KEYS, self.pool_label)
 
     @property
     def kubelet_node_labels(self) -> str:
@@ -144,6 +150,7 @@ def pool_contract(
     product: GpuProduct,
     device_plugin_in_cluster: bool,
     problems: list[tuple[str, str]],
+    names: Names,
     *,
     mig_manager: bool = True,
 ) -> PoolContract:
@@ -202,7 +209,7 @@ def pool_contract(
         GPU_PRESENT: "true",
         ACCELERATOR: product.accelerator,
         MIG_ENABLED: "true" if pool.mig is not None else "false",
-        POOL: pool.name,
+        names.pool_label: pool.name,
     }
     if pool.instance_type is not None:
         if pool.provisioning.karpenter is not None:
@@ -229,7 +236,7 @@ def pool_contract(
             # The same resource name must never come from a device plugin and DRA on one node.
             labels[DEPLOY_DEVICE_PLUGIN] = "false"
     for key, value in pool.labels.items():
-        if key in labels or key in OWNED_LABEL_KEYS:
+        if key in labels or key in WELL_KNOWN_LABEL_KEYS:
             problems.append((f"labels[{key}]", f"{key} is part of the label contract this tool sets; remove it"))
             continue
         for message in k8s_names.qualified_name(key):
@@ -237,7 +244,7 @@ def pool_contract(
         labels[key] = value
     for key, value in labels.items():
         for message in k8s_names.label_value(value):
-            field = {INSTANCE_TYPE: "instanceType", POOL: "name"}.get(key, f"labels[{key}]")
+            field = {INSTANCE_TYPE: "instanceType", names.pool_label: "name"}.get(key, f"labels[{key}]")
             problems.append((field, f"{key}: {message}"))
 
     taints: list[TaintSpec] = []
@@ -279,4 +286,5 @@ def pool_contract(
         mig_devices=mig_devices,
         gpus_per_node=pool.gpus_per_node,
         dra=pool.dra,
+        pool_label=names.pool_label,
     )
