@@ -106,50 +106,55 @@ def _in_domain(domain: str, owner: str) -> bool:
     return domain == owner or domain.endswith(f".{owner}")
 
 
-def check_names(names: Names, file: str, problems: Problems) -> None:
-    """Each name as Kubernetes checks what it becomes part of, and the domains that belong to others."""
-    where = "names"
-    domain = names.label_domain
-    # The label domain is the prefix of a label key: a DNS subdomain of at most 253 characters.
-    found = k8s_names.dns1123_subdomain(domain)
-    for message in found:
-        problems.add(file, f"{where}.labelDomain", f"is the prefix of the label {names.pool_label}: {message}")
-    owner = next((d for d in KUBERNETES_DOMAINS if _in_domain(domain, d)), None)
-    if not found and owner is not None:
-        problems.add(
-            file,
-            f"{where}.labelDomain",
-            f"{domain} is in {owner}, which Kubernetes reserves for its own components' labels and "
-            "annotations (the kubelet refuses such --node-labels, which provisioned and Karpenter pools use): "
-            "choose a domain your organization owns, e.g. gpu.example.com",
-        )
-    elif not found and domain.endswith(KARPENTER_DOMAIN):
-        problems.add(
-            file,
-            f"{where}.labelDomain",
-            f"{domain} ends in {KARPENTER_DOMAIN}: Karpenter's NodePool refuses template labels there, and "
-            "Karpenter pools carry the pool label. Choose a domain your organization owns, e.g. gpu.example.com",
-        )
-
+def _check_class_suffix(names: Names, file: str, problems: Problems) -> None:
     suffix = names.class_suffix
-    key = "deviceClassSuffix" if names.device_class_suffix is not None else "labelDomain"
+    where = "names.deviceClassSuffix" if names.device_class_suffix is not None else "names.labelDomain"
     limit = _DEVICE_CLASS_MAX_LENGTH - len(GENERIC_CLASS_NAME) - 1
     found = k8s_names.dns1123_subdomain(suffix, max_length=limit)
     for message in found:
         problems.add(
             file,
-            f"{where}.{key}",
+            where,
             f"ends the DeviceClass name {names.generic_gpu_class}, a DNS subdomain of at most "
             f"{_DEVICE_CLASS_MAX_LENGTH} characters: {message}",
         )
     if not found and _in_domain(suffix, NVIDIA_DOMAIN):
         problems.add(
             file,
-            f"{where}.{key}",
-            f"{suffix} is in {NVIDIA_DOMAIN}, where the NVIDIA DRA driver names its own classes "
-            "(gpu.nvidia.com, mig.nvidia.com, ...): a class of this tool there could collide with one a chart "
-            "adds. Choose a domain your organization owns",
+            where,
+            f"{suffix}: the NVIDIA DRA driver names its own classes in {NVIDIA_DOMAIN} (gpu.nvidia.com, "
+            "mig.nvidia.com, ...), and a class of this tool there could collide with one a chart adds. Choose "
+            "a domain your organization owns, e.g. gpu.example.com",
         )
+
+
+def check_names(names: Names, file: str, problems: Problems) -> None:
+    """Each name as Kubernetes checks what it becomes part of, and the domains that belong to others."""
+    where = "names"
+    domain = names.label_domain
+    # The label domain is the prefix of a label key: a DNS subdomain of at most 253 characters.
+    before = len(problems)
+    for message in k8s_names.dns1123_subdomain(domain):
+        problems.add(file, f"{where}.labelDomain", f"is the prefix of the label {names.pool_label}: {message}")
+    owner = next((d for d in KUBERNETES_DOMAINS if _in_domain(domain, d)), None)
+    if len(problems) == before and owner is not None:
+        problems.add(
+            file,
+            f"{where}.labelDomain",
+            f"{domain}: Kubernetes reserves {owner} and its subdomains for its own components' labels and "
+            "annotations (and the kubelet refuses --node-labels there, which provisioned and Karpenter pools "
+            "use). Choose a domain your organization owns, e.g. gpu.example.com",
+        )
+    elif len(problems) == before and domain.endswith(KARPENTER_DOMAIN):
+        problems.add(
+            file,
+            f"{where}.labelDomain",
+            f"{domain} ends in {KARPENTER_DOMAIN}: Karpenter's NodePool refuses template labels there, and "
+            "Karpenter pools carry the pool label. Choose a domain your organization owns, e.g. gpu.example.com",
+        )
+    # A class suffix taken from a label domain reported above would only repeat its problem.
+    if names.device_class_suffix is not None or len(problems) == before:
+        _check_class_suffix(names, file, problems)
 
     # The field manager is also the managed-by label's value, which is stricter than the API server's rule
     # for field managers (at most 128 printable characters, apimachinery ValidateFieldManager).
