@@ -490,7 +490,7 @@ def check_instance_type_labels(clusters: Sequence[ClusterObjects]) -> set[bool]:
             )
         labels = cluster.stack.get("resource", {}).get("kubernetes_labels", {})
         for resource_id, resource in labels.items():
-            pool_name = resource["labels"]["gpu.themelio.io/pool"]
+            pool_name = resource["labels"][cluster.plan.names.pool_label]
             assert resource["labels"].get(INSTANCE_TYPE) == definitions[pool_name].instance_type, resource_id
         for node_pool in cluster.node_pools():
             assert INSTANCE_TYPE not in node_pool["spec"]["template"]["metadata"]["labels"]
