@@ -10,9 +10,9 @@ import yaml
 
 from tests.conftest import EXAMPLE_CATALOG
 from themelio_gpu.inputs.problems import InputError
-from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 
-__all__ = ["EXAMPLE_CATALOG", "PYDANTIC_WORDS", "cluster", "fleet_of", "problems_of", "write_fleet"]
+__all__ = ["EXAMPLE_CATALOG", "PYDANTIC_WORDS", "cluster", "fleet_of", "plan_of", "problems_of", "write_fleet"]
 
 PYDANTIC_WORDS = ("Input should", "valid dictionary", "instance of", "after validation", "Value error", "Tuple ")
 """pydantic's own wording: a message holding any was not written for the user."""
@@ -70,6 +70,13 @@ def write_fleet(
     path = tmp_path / "catalog.yaml"
     path.write_text(yaml.safe_dump(catalog), encoding="utf-8")
     return path, stacks
+
+
+def plan_of(fleet: Fleet, name: str) -> ClusterPlan:
+    """The plan of the fleet's cluster of that name, which must exist."""
+    plan = fleet.cluster(name)
+    assert plan is not None, f"no cluster {name} in the fleet"
+    return plan
 
 
 def fleet_of(tmp_path: Path, *clusters: dict[str, Any], catalog: dict[str, Any] | Path = EXAMPLE_CATALOG) -> Fleet:

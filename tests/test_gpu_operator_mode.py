@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import cluster, fleet_of, problems_of
+from tests.builders import cluster, fleet_of, plan_of, problems_of
 from tests.conftest import FIXTURES
 from themelio_gpu.dryrun.cluster_match import classes_for_cluster, match_cluster
 from themelio_gpu.dryrun.resourceslices import load_resourceslices
@@ -38,12 +38,6 @@ GENERIC_GPU_CLASS = DEFAULT_NAMES.generic_gpu_class
 @pytest.fixture(scope="module")
 def fleet() -> Fleet:
     return load_fleet(CATALOG, STACKS)
-
-
-def plan_of(fleet: Fleet, name: str) -> ClusterPlan:
-    plan = fleet.cluster(name)
-    assert plan is not None
-    return plan
 
 
 def definition(name: str = "gpu-next") -> dict[str, Any]:

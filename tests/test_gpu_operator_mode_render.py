@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import cluster, fleet_of
+from tests.builders import cluster, fleet_of, plan_of
 from tests.requirements import binary, shared_path
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, HelmReleaseSpec, load_fleet
+from themelio_gpu.plan.fleet import Fleet, HelmReleaseSpec, load_fleet
 from themelio_gpu.plan.helm.known_values import render_values_yaml
 from themelio_gpu.plan.helm.values import gpu_pool_tolerations
 from themelio_gpu.plan.manifests import device_class_manifest
@@ -38,12 +38,6 @@ _COMPUTE_DOMAINS_GUARD = "{{- if .DRADriver.Spec.IsComputeDomainsEnabled }}"
 @pytest.fixture(scope="module")
 def fleet() -> Fleet:
     return load_fleet(FLEET / "catalog" / "gpu-catalog.yaml", FLEET / "stacks")
-
-
-def plan_of(fleet: Fleet, name: str) -> ClusterPlan:
-    plan = fleet.cluster(name)
-    assert plan is not None
-    return plan
 
 
 def helm_template(release: HelmReleaseSpec, kube_version: str, tmp_path: Path) -> list[dict[str, Any]]:

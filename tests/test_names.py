@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import PYDANTIC_WORDS, cluster, fleet_of, problems_of
+from tests.builders import PYDANTIC_WORDS, cluster, fleet_of, plan_of, problems_of
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS, FIXTURES, ROOT
 from tests.fakeapi import SCENARIOS, FakeApiServer
 from themelio_gpu.cli import main
@@ -45,12 +45,6 @@ DEFAULTS = ("themelio", "gpu.themelio.io", "themelio-gpu-stacks", "themelio-syst
 @pytest.fixture(scope="module")
 def fleet() -> Fleet:
     return load_fleet(CATALOG, STACKS)
-
-
-def plan_of(fleet: Fleet, name: str) -> ClusterPlan:
-    plan = fleet.cluster(name)
-    assert plan is not None
-    return plan
 
 
 @pytest.fixture(scope="module")
