@@ -366,14 +366,20 @@ def test_the_fleets_namespace_cannot_be_a_release_namespace_of_a_cluster(tmp_pat
 # --- The README's example ------------------------------------------------------------------------------------
 
 
-def test_the_readme_example_is_the_fixture_fleets_names() -> None:
-    """The README's example is this fleet's setting, which the real charts and Terraform check in CI."""
+def first_yaml_example(text: str) -> Any:
+    match = re.search(r"```yaml\n(.*?)```", text, re.DOTALL)
+    assert match is not None
+    return yaml.safe_load(match.group(1))
+
+
+def test_the_readme_and_docs_example_is_the_fixture_fleets_names() -> None:
+    """The README's example (and docs/names.md's) is this fleet's setting, which the real charts and Terraform
+    check in CI."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     start = readme.index("\n### Use your own names\n")
-    match = re.search(r"```yaml\n(.*?)```", readme[start:], re.DOTALL)
-    assert match is not None
-    example = yaml.safe_load(match.group(1))
-    fixture = yaml.safe_load(CATALOG.read_text(encoding="utf-8"))
-    assert example == {"names": fixture["names"]}
-    assert Names.model_validate(example["names"]) == OWN
-    assert "docs/names.md" in readme[start : readme.find("\n## ", start + 1)]
+    section = readme[start : readme.find("\n## ", start + 1)]
+    fixture = {"names": yaml.safe_load(CATALOG.read_text(encoding="utf-8"))["names"]}
+    assert first_yaml_example(section) == fixture
+    assert first_yaml_example((ROOT / "docs" / "names.md").read_text(encoding="utf-8")) == fixture
+    assert Names.model_validate(fixture["names"]) == OWN
+    assert "docs/names.md" in section
