@@ -1,9 +1,9 @@
 """Loading only the provider bindings the stacks use, cheaply (themelio_gpu/bindings_loader.py, node_preload.js).
 
-- the lazily loaded bindings, with memoized type hints, synthesize exactly the bytes every speed-up off
-  does (both in fresh processes);
+- the lazily loaded bindings synthesize exactly the bytes every speed-up off does (both in fresh
+  processes);
 - a bindings package that is not laid out as the loader assumes is a clear error, not a silent fallback;
-- the bindings' argument checks still run, with each signature's type hints resolved once;
+- the bindings' argument checks still run;
 - the node preload reaches the jsii kernel alone (never this process's environment, so never terraform,
   helm or an exec credential plugin), gives the kubernetes bindings' index of either engine the same
   exports, loaded on first use, and leaves SIGINT/SIGTERM/SIGHUP to Python;
@@ -18,9 +18,7 @@ import signal
 import subprocess
 import sys
 import tarfile
-import types
-import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +30,8 @@ from tests.requirements import binary
 from themelio_gpu import bindings_loader
 from themelio_gpu.bindings_loader import (
     NODE_PRELOAD,
-    TYPING_WITH_MEMOIZED_HINTS,
     BindingsLayoutError,
     kernel_environment,
-    memoize_type_hints,
-    memoized_type_hints,
     node_options_with_preload,
     register_assembly,
 )
@@ -90,11 +85,10 @@ def _fleet_using_every_binding_class(tmp_path: Path) -> tuple[Path, Path]:
     return write_fleet(tmp_path, clusters)
 
 
-# Run in a fresh interpreter: reports how many kubernetes binding submodules Python imported, whether cdktf's
-# argument checks use the memoized type hints, the NODE_OPTIONS of the jsii node processes (read from /proc
+# Run in a fresh interpreter: reports how many kubernetes binding submodules Python imported, the NODE_OPTIONS of the jsii node processes (read from /proc
 # while they still run) and this process's own NODE_OPTIONS afterwards. "full" turns every speed-up off.
 SYNTH_SCRIPT = """
-import json, os, sys, typing
+import json, os, sys
 from pathlib import Path
 from themelio_gpu.cli import synth_main
 code = synth_main(["--catalog", sys.argv[2], "--stacks-dir", sys.argv[3], "--outdir", sys.argv[4], "--quiet"])
@@ -104,8 +98,7 @@ def node_options(pid):
         yield from (e[13:].decode() for e in environ if e.startswith(b"NODE_OPTIONS="))
         yield from node_options(child)
 kubernetes = sorted(m for m in sys.modules if m.startswith("cdktf_cdktf_provider_kubernetes."))
-memoized = sys.modules["cdktf"]._private.typing is not typing
-report = {"code": code, "kubernetes_modules": len(kubernetes), "memoized": memoized,
+report = {"code": code, "kubernetes_modules": len(kubernetes),
           "node_options": list(node_options(os.getpid())), "own": os.environ.get("NODE_OPTIONS")}
 print(json.dumps(report))
 """
@@ -140,12 +133,10 @@ def test_lazily_loaded_bindings_synthesize_the_same_bytes_as_a_full_import(tmp_p
     lazy = _synthesize("lazy", catalog, stacks, tmp_path / "lazy")
     full = _synthesize("full", catalog, stacks, tmp_path / "full")
 
-    # Each run took the path it is meant to test: all 109 submodules and typing's get_type_hints, or a
-    # handful of submodules, the preload's lazy index and the memo.
+    # Each run took the path it is meant to test: all 109 submodules, or a handful of submodules and the
+    # preload's lazy index.
     assert full["kubernetes_modules"] > 100
-    assert full["memoized"] is False
     assert lazy["kubernetes_modules"] < 20
-    assert lazy["memoized"] is True
     # The kernel (started directly, or by jsii's relay with every speed-up off) has the user's options and
     # the preload; this process has the user's options alone, as every other program it starts will.
     assert (len(lazy["node_options"]), len(full["node_options"])) == (1, 2)
@@ -234,27 +225,7 @@ def test_the_pinned_kubernetes_bindings_are_the_installed_ones() -> None:
     assert version(KUBERNETES.distribution) == KUBERNETES.version
 
 
-# --- the bindings' argument checks, with memoized type hints --------------------------------------------
-
-
-def _binding_namespaces() -> dict[str, types.ModuleType]:
-    """The namespaces (publication's `_private`) of cdktf and each binding module providers uses."""
-    from themelio_gpu.constructs import providers
-
-    names = {"cdktf"}
-    names |= {
-        v.__module__ for v in vars(providers).values() if isinstance(v, type) and "_provider_" in v.__module__
-    }
-    assert len(names) == 9  # cdktf and the eight submodules providers.py imports from
-    return {name: sys.modules[name]._private for name in sorted(names)}
-
-
-def test_every_binding_module_providers_uses_gets_the_memoized_type_hints() -> None:
-    for name, namespace in _binding_namespaces().items():
-        assert vars(namespace)["typing"] is TYPING_WITH_MEMOIZED_HINTS, name
-    # constructs 10.7 caches its type hints itself (jsii's cached_type_hints): left as it is.
-    constructs = vars(sys.modules["constructs"]._private)
-    assert "cached_type_hints" in constructs and constructs["typing"] is typing
+# --- the bindings' argument checks ---------------------------------------------------------------------
 
 
 def test_a_binding_called_with_a_wrong_argument_type_still_raises_type_error() -> None:
@@ -267,86 +238,6 @@ def test_a_binding_called_with_a_wrong_argument_type_still_raises_type_error() -
     with pytest.raises(TypeError, match=r"type of argument separator must be str; got int"):
         cdktf.Fn.join(42, ["a"])  # type: ignore[arg-type]
     assert NamespaceV1Metadata(name="gpu").name == "gpu"
-
-
-def test_the_memo_gives_every_stub_the_hints_typing_gives() -> None:
-    memo = TYPING_WITH_MEMOIZED_HINTS
-    assert memo.get_type_hints is memoized_type_hints
-    stubs = [
-        value
-        for namespace in _binding_namespaces().values()
-        for key, value in vars(namespace).items()
-        if key.startswith("_typecheckingstub__")
-    ]
-    assert len(stubs) > 800
-    for stub in stubs:
-        assert memo.get_type_hints(stub) == typing.get_type_hints(stub), stub.__qualname__
-        assert memo.get_type_hints(stub) is memo.get_type_hints(stub)
-    # Everything else is the real typing module's.
-    names = [name for name in dir(typing) if not name.startswith("__") and name != "get_type_hints"]
-    assert "cast" in names and "Optional" in names
-    assert [name for name in names if getattr(memo, name) is not getattr(typing, name)] == []
-    assert memo.__file__ == typing.__file__
-
-
-def _counting_get_type_hints(monkeypatch: pytest.MonkeyPatch, module_prefix: str) -> list[object]:
-    """Replace typing.get_type_hints with one recording each call for an object of the given module."""
-    calls: list[object] = []
-    real = typing.get_type_hints
-
-    def counting(obj: Callable[..., object], *args: Any, **kwargs: Any) -> dict[str, Any]:
-        if getattr(obj, "__module__", "").startswith(module_prefix):
-            calls.append(obj)
-        return real(obj, *args, **kwargs)
-
-    monkeypatch.setattr(typing, "get_type_hints", counting)
-    return calls
-
-
-def test_type_hints_are_resolved_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
-    from themelio_gpu.constructs.providers import NamespaceV1Metadata
-
-    calls = _counting_get_type_hints(monkeypatch, "cdktf_cdktf_provider_kubernetes.namespace_v1")
-    for name in ("a", "b", "c"):
-        NamespaceV1Metadata(name=name)
-    assert len(calls) <= 1  # none if an earlier test resolved it already; typing's own would be three
-
-    def stub(scope: str, count: int | None = None) -> None: ...
-
-    calls = _counting_get_type_hints(monkeypatch, __name__)
-    memo = TYPING_WITH_MEMOIZED_HINTS
-    assert [memo.get_type_hints(stub) for _ in range(3)] == [
-        {"scope": str, "count": int | None, "return": type(None)}
-    ] * 3
-    assert calls == [stub]
-
-
-def test_memoizing_a_module_twice_changes_nothing() -> None:
-    import cdktf
-
-    memoize_type_hints(cdktf)
-    assert vars(vars(cdktf)["_private"])["typing"] is TYPING_WITH_MEMOIZED_HINTS
-
-
-def test_a_module_without_typing_is_a_clear_error() -> None:
-    with pytest.raises(BindingsLayoutError, match=r"^not_a_binding: no global `typing`\. .*memoize_type_hints"):
-        memoize_type_hints(types.ModuleType("not_a_binding"))
-
-
-def test_a_module_whose_typing_is_another_module_is_a_clear_error() -> None:
-    module = types.ModuleType("other_typing")
-    module.typing = types.ModuleType("typing")  # type: ignore[attr-defined]
-    with pytest.raises(BindingsLayoutError, match=r"^other_typing: `typing` is <module 'typing'>, not the typing"):
-        memoize_type_hints(module)
-
-
-def test_the_published_modules_namespace_is_the_one_memoized() -> None:
-    public, private = types.ModuleType("published"), types.ModuleType("published")
-    private.typing = typing  # type: ignore[attr-defined]
-    public._private = private  # type: ignore[attr-defined]
-    memoize_type_hints(public)
-    assert vars(private)["typing"] is TYPING_WITH_MEMOIZED_HINTS
-    assert "typing" not in vars(public)
 
 
 # --- NODE_OPTIONS --------------------------------------------------------------------------------------
@@ -479,7 +370,7 @@ def test_preload_loads_a_submodule_on_first_use_with_the_same_exports(
     assert lazy["after"] == [labels]
     assert lazy["again"] is True
     # Switched off, the preload leaves the index as it is.
-    off = _node(root, engine, preload=True, env={SPEEDUPS_ENV: "type-hint-memo,lazy-index"})
+    off = _node(root, engine, preload=True, env={SPEEDUPS_ENV: "direct-kernel,lazy-index"})
     assert off["before"] == names
 
 

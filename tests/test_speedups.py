@@ -46,7 +46,7 @@ def test_each_speedup_switched_off_gives_the_same_bytes(
 
 def test_the_switch_takes_names_and_all() -> None:
     assert switched_off("") == frozenset()
-    assert switched_off(" lazy-index , Type-Hint-Memo ") == {Speedup.LAZY_INDEX, Speedup.TYPE_HINT_MEMO}
+    assert switched_off(" lazy-index , Direct-Kernel ") == {Speedup.LAZY_INDEX, Speedup.DIRECT_KERNEL}
     assert switched_off("all") == frozenset(Speedup)
 
 

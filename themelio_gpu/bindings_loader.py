@@ -10,8 +10,6 @@ of the package's JavaScript (about 0.7 s). Both are avoided here:
 - node: `kernel_environment` gives the jsii kernel, and only it, `--require node_preload.js` in
   NODE_OPTIONS while providers.py starts it; the preload turns the package's index of `require`s into
   getters. Nothing else this tool starts (terraform, helm, exec credential plugins) sees that option.
-Then the per-call cost: `memoize_type_hints` gives a loaded bindings module a `typing` whose
-`get_type_hints` resolves each type-checking stub once (see there).
 These rely on the bindings' layout, which is why the versions are pinned exactly (Pipfile) and checked
 here: a different installed version or layout stops with `BindingsLayoutError` (or a node error naming
 node_preload.js) instead of guessing. tests/test_provider_loading.py checks that the output is
@@ -21,12 +19,9 @@ It imports nothing but the stdlib: every command may load it.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
-import types
-import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -106,70 +101,3 @@ def kernel_environment(extra: Mapping[str, str] | None = None) -> Iterator[None]
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-# --- the bindings' argument checks -----------------------------------------------------------------------
-
-
-@functools.cache
-def memoized_type_hints(stub: Callable[..., typing.Any]) -> dict[str, typing.Any]:
-    """`typing.get_type_hints(stub)`, resolved once per stub (the result is shared: read it only)."""
-    return typing.get_type_hints(stub)
-
-
-class TypingWithMemoizedHints(types.ModuleType):
-    """`typing`, except that `get_type_hints(stub)` resolves each stub once; all else is the real module's.
-
-    Every generated method, constructor and struct of these bindings runs `if __debug__: type_hints =
-    typing.get_type_hints(_typecheckingstub__<hash>)` and then `check_type(...)` per argument, and
-    get_type_hints walks (and rebuilds) the stub's annotations on every call: about 3 ms of CPU per cluster.
-    A stub's annotations are fixed once its module is loaded, so one resolution per stub gives the same
-    hints; the checks themselves still run on every call. Newer generated code does the same through jsii's
-    runtime (`jsii._type_checking.cached_type_hints`, aws/jsii#5165, #5177); the archived bindings will never
-    be regenerated, and this module imports no jsii (every command loads it), hence this small copy.
-    """
-
-    def __init__(self) -> None:
-        super().__init__("typing", self.__doc__)
-        # typing's own names, copied: the bindings read `typing.cast`, `typing.Optional`, ... about 800
-        # times per cluster, and a miss that falls through to __getattr__ costs about as much as the memo
-        # saves. They are the same objects (typing never rebinds them).
-        vars(self).update({name: value for name, value in vars(typing).items() if not name.startswith("__")})
-        # Only the generated `get_type_hints(stub)` calls read it (no globalns, localns or include_extras).
-        self.get_type_hints = memoized_type_hints
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(typing, name)  # anything else (the module's dunders), from typing itself
-
-    def __repr__(self) -> str:
-        return f"<typing, with get_type_hints memoized by {__name__}>"
-
-
-TYPING_WITH_MEMOIZED_HINTS = TypingWithMemoizedHints()
-"""The one proxy every bindings module shares."""
-
-
-def _namespace(module: types.ModuleType) -> types.ModuleType:
-    """The globals of a loaded jsii bindings module's functions."""
-    # jsii-generated modules end with `publication.publish()`: the module imported by that name is then a
-    # facade holding only `__all__`, and the module's own namespace (its functions' globals) `_private`.
-    private = vars(module).get("_private")
-    return private if isinstance(private, types.ModuleType) else module
-
-
-def memoize_type_hints(module: types.ModuleType) -> None:
-    """Make the loaded jsii bindings module use TYPING_WITH_MEMOIZED_HINTS as its global `typing`."""
-    namespace = _namespace(module)
-    current = vars(namespace).get("typing")
-    proxy = TYPING_WITH_MEMOIZED_HINTS
-    if current is proxy:
-        return
-    if current is not typing:
-        found = "no global `typing`" if current is None else f"`typing` is {current!r}, not the typing module"
-        raise BindingsLayoutError(
-            f"{namespace.__name__}: {found}. themelio_gpu/bindings_loader.py (memoize_type_hints) replaces the "
-            "module-global `typing` of jsii-generated bindings, whose argument checks call "
-            "typing.get_type_hints; check that the module is such a binding and that "
-            "tests/test_provider_loading.py passes"
-        )
-    namespace.typing = proxy  # type: ignore[attr-defined]  # the global the module's functions read

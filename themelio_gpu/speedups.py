@@ -4,7 +4,7 @@ Each one is measured by `make bench` (its ablation table switches each off alone
 bytes as without it (tests/test_speedups.py). Those that rely on a dependency's internals name the exact
 versions they were written for, pinned in the Pipfile, and stop with a clear error on any other version.
 
-    THEMELIO_SPEEDUPS_OFF=lazy-index,type-hint-memo python main.py
+    THEMELIO_SPEEDUPS_OFF=lazy-index,direct-kernel python main.py
 
 turns those two off (for a comparison, or if one misbehaves after an upgrade); `all` turns every one off.
 """
@@ -25,9 +25,6 @@ class Speedup(enum.Enum):
     LAZY_INDEX = "lazy-index"
     """node: the kubernetes bindings' index requires each submodule on first use instead of all 84 MB of
     them at load (node_preload.js)."""
-    TYPE_HINT_MEMO = "type-hint-memo"
-    """Python: the generated argument checks resolve each signature's type hints once, not on every call
-    (bindings_loader.memoize_type_hints)."""
     SHARED_VALUES = "shared-values"
     """Values several stacks pass (outputs, DeviceClass maps) cross into node once, as one token
     (constructs/shared_values.py; public cdktf API)."""
@@ -47,7 +44,6 @@ class Speedup(enum.Enum):
 INTERNALS: dict[Speedup, str] = {
     Speedup.LAZY_BINDINGS: "the bindings packages' layout (their `_jsii` module, the submodules' imports)",
     Speedup.LAZY_INDEX: "node's Module.prototype._compile and the bindings' generated lib/index.js",
-    Speedup.TYPE_HINT_MEMO: "the generated modules' global `typing` (publication's `_private` namespace)",
     Speedup.DIRECT_KERNEL: "jsii's private _NodeProcess and the layout of its runtime (jsii 1.142.0)",
 }
 """The speed-ups that rely on a dependency's internals (the others use public API only): each must save at

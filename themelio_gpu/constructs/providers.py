@@ -19,7 +19,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING
 
-from themelio_gpu.bindings_loader import kernel_environment, memoize_type_hints, register_assembly
+from themelio_gpu.bindings_loader import kernel_environment, register_assembly
 from themelio_gpu.engine import KernelStartError, selected
 from themelio_gpu.kernel_channel import use_direct_channel
 from themelio_gpu.speedups import Speedup, enabled
@@ -113,20 +113,10 @@ if ENGINE.package_init_imports_everything and enabled(Speedup.LAZY_BINDINGS):
 
 # The classes, from the engine's modules (the bindings' submodules imported after their assemblies are
 # registered). Every name bound in this module is its export (the `mypy: implicit-reexport` line at the top).
-_modules = []
 for (source, submodule), _names in _IMPORTS.items():
     if source == "core":
         _module = _core
     else:
         package = (ENGINE.kubernetes if source == "kubernetes" else ENGINE.helm).package
         _module = importlib.import_module(f"{package}.{submodule}")
-    _modules.append(_module)
     globals().update({name: getattr(_module, name) for name in _names})
-
-# The argument checks of the generated code that still resolves its type hints on every call (the engine's
-# core, cdktf's prebuilt bindings) resolve them once per signature (bindings_loader.py); newer generated
-# code (constructs, CDK Terrain's bindings) caches them itself, through jsii's `cached_type_hints`.
-if enabled(Speedup.TYPE_HINT_MEMO):
-    for _module in dict.fromkeys(_modules):
-        if "cached_type_hints" not in vars(vars(_module).get("_private", _module)):
-            memoize_type_hints(_module)
