@@ -46,7 +46,7 @@ def test_each_speedup_switched_off_gives_the_same_bytes(
 
 def test_the_switch_takes_names_and_all() -> None:
     assert switched_off("") == frozenset()
-    assert switched_off(" lazy-index , Direct-Kernel ") == {Speedup.LAZY_INDEX, Speedup.DIRECT_KERNEL}
+    assert switched_off(" lazy-index , Shared-Values ") == {Speedup.LAZY_INDEX, Speedup.SHARED_VALUES}
     assert switched_off("all") == frozenset(Speedup)
 
 

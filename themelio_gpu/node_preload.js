@@ -1,12 +1,13 @@
 "use strict";
-// Preloaded into the jsii kernel's node processes only (NODE_OPTIONS --require, given to the kernel alone by
-// bindings_loader.kernel_environment).
+// Preloaded into jsii's node processes only, its relay and kernel (NODE_OPTIONS --require, given to them
+// alone by bindings_loader.kernel_environment).
 //
-// 1. The kernel lives exactly as long as the Python process that started it: it ends when that process asks
-//    it to, or when its stdin closes because the process died. Ctrl-C in a terminal signals the whole
-//    process group: without this the kernel would die first, and Python, cleaning up after the interrupt,
-//    would fail to stop it (a broken pipe, jsii's temporary files left behind). So SIGINT, SIGTERM and
-//    SIGHUP are left to Python (themelio_gpu/interrupts.py).
+// 1. jsii's relay (bin/jsii-runtime.js) and the kernel it starts live exactly as long as the Python process
+//    that started them: they end when that process asks them to, or when the relay's stdin closes because
+//    the process died (and the kernel's channel with it). Ctrl-C in a terminal signals the whole process
+//    group: without this they would die first, and Python, cleaning up after the interrupt, would fail to
+//    stop them (a broken pipe, jsii's temporary files left behind). So SIGINT, SIGTERM and SIGHUP are left
+//    to Python (themelio_gpu/interrupts.py).
 // 2. The kubernetes bindings' lib/index.js requires every one of its 109 submodules: loading the jsii
 //    assembly compiles all 84 MB of their JavaScript (about 0.7 s) while the stacks use six. This gives that
 //    one file the same exports as getters that require each submodule on first use (the kernel finds a

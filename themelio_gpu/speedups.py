@@ -4,7 +4,7 @@ Each one is measured by `make bench` (its ablation table switches each off alone
 bytes as without it (tests/test_speedups.py). Those that rely on a dependency's internals name the exact
 versions they were written for, pinned in the Pipfile, and stop with a clear error on any other version.
 
-    THEMELIO_SPEEDUPS_OFF=lazy-index,direct-kernel python main.py
+    THEMELIO_SPEEDUPS_OFF=lazy-index,shared-values python main.py
 
 turns those two off (for a comparison, or if one misbehaves after an upgrade); `all` turns every one off.
 """
@@ -28,9 +28,6 @@ class Speedup(enum.Enum):
     SHARED_VALUES = "shared-values"
     """Values several stacks pass (outputs, DeviceClass maps) cross into node once, as one token
     (constructs/shared_values.py; public cdktf API)."""
-    DIRECT_KERNEL = "direct-kernel"
-    """jsii's kernel is started without jsii's relay process in between, which every request and response
-    would cross (kernel_channel.py)."""
     NO_CREATION_STACKS = "no-creation-stacks"
     """CDK Terrain only: its tokens do not record the stack trace of their creation, which only an error in
     resolving one would show (its own public switch, CDKTN_DISABLE_CREATION_STACK=1, in the kernel's
@@ -44,7 +41,6 @@ class Speedup(enum.Enum):
 INTERNALS: dict[Speedup, str] = {
     Speedup.LAZY_BINDINGS: "the bindings packages' layout (their `_jsii` module, the submodules' imports)",
     Speedup.LAZY_INDEX: "node's Module.prototype._compile and the bindings' generated lib/index.js",
-    Speedup.DIRECT_KERNEL: "jsii's private _NodeProcess and the layout of its runtime (jsii 1.142.0)",
 }
 """The speed-ups that rely on a dependency's internals (the others use public API only): each must save at
 least 10 % of synthesis CPU on the example fleet or on 100 clusters (`make bench` checks), and the versions

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from themelio_gpu.bindings_loader import kernel_environment, register_assembly
 from themelio_gpu.engine import KernelStartError, selected
-from themelio_gpu.kernel_channel import use_direct_channel
 from themelio_gpu.speedups import Speedup, enabled
 
 ENGINE = selected()
@@ -84,9 +83,16 @@ if TYPE_CHECKING:
     from cdktf_cdktf_provider_kubernetes.node_taint import NodeTaint, NodeTaintMetadata, NodeTaintTaint
     from cdktf_cdktf_provider_kubernetes.provider import KubernetesProvider, KubernetesProviderExec
 
-# The first assembly load (constructs') starts jsii's node kernel: here, without jsii's relay in between
-# (kernel_channel.py) and with the preload, and the engine's own switches, in its environment alone.
-use_direct_channel()
+
+def _silence_the_exit_handler_of_a_kernel_that_never_started(unraisable: sys.UnraisableHookArgs) -> None:
+    # jsii's exit handler says goodbye to its relay, which died at start: a BrokenPipeError at interpreter
+    # exit, after our message. Anything else goes to Python's own hook.
+    if not isinstance(unraisable.exc_value, BrokenPipeError):
+        sys.__unraisablehook__(unraisable)
+
+
+# The first assembly load (constructs') starts jsii's node kernel (jsii's relay, bin/jsii-runtime.js, which
+# starts the kernel itself): here, with the preload, and the engine's own switches, in its environment alone.
 _switches: dict[str, str] = {}
 if ENGINE.creation_stacks_switch and enabled(Speedup.NO_CREATION_STACKS):
     _switches[ENGINE.creation_stacks_switch] = "1"
@@ -94,6 +100,7 @@ with kernel_environment(_switches):
     try:
         import constructs
     except (ValueError, OSError, RuntimeError) as error:  # the kernel's first answer never came
+        sys.unraisablehook = _silence_the_exit_handler_of_a_kernel_that_never_started
         raise KernelStartError(
             f"jsii's node kernel did not start ({type(error).__name__}: {error}); node's own message, if it "
             "gave one, is above (a NODE_OPTIONS value node refuses, node missing from PATH, ...)"
