@@ -91,19 +91,17 @@ def fleet_key(catalog: Path, engine: Engine) -> str:
         catalog_bytes = catalog.read_bytes()
     except OSError:
         catalog_bytes = b""  # load_fleet reports it; nothing is reused meanwhile
-    parts = (
-        str(INDEX_FORMAT),
-        engine.name,
-        code_digest(),
-        packages_digest(),
-        hashlib.sha256(catalog_bytes).hexdigest(),
-    )
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return hashlib.sha256((_tool_inputs(engine) + hashlib.sha256(catalog_bytes).hexdigest()).encode()).hexdigest()
+
+
+def _tool_inputs(engine: Engine) -> str:
+    """What every stack is made from beside its plan: the record's format, the engine, this tool, the packages."""
+    return f"{INDEX_FORMAT}\0{engine.name}\0{code_digest()}\0{packages_digest()}\0"
 
 
 def input_digests(fleet: Fleet, engine: Engine) -> dict[str, str]:
     """Per planned cluster, the digest of everything its stack is made from."""
-    shared = f"{INDEX_FORMAT}\0{engine.name}\0{code_digest()}\0{packages_digest()}\0"
+    shared = _tool_inputs(engine)
     memo: dict[int, Any] = {}
     return {plan.name: _digest(shared, plan, memo) for plan in fleet.clusters}
 

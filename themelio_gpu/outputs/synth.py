@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -88,14 +88,7 @@ def synthesize(
     """Write one stack per cluster of a loaded fleet into `outdir` (see output_target), all or nothing
     (output_folder.py). `progress`: a line per stack (None: quiet); `notices` (default stdout): the stack
     folders removed, always. `full`: every stack, whatever was recorded."""
-    engine = selected()
-    target = output_target(outdir)
-    with OutputFolder(target) as output:
-        index = EMPTY if full else read_index(target)
-        key = fleet_key(Path(fleet.catalog.file), engine)
-        result = _synthesize_in(output, fleet, index, key, engine, progress)
-    _report(result, target, notices)
-    return result
+    return _synthesize(Path(fleet.catalog.file), lambda _: fleet, outdir, progress, notices, full)[1]
 
 
 def synthesize_files(
@@ -109,13 +102,29 @@ def synthesize_files(
     """Load the fleet and synthesize it (`main.py`), reading again only the cluster files whose stacks may
     change: with the catalog, this tool, the packages and the engine as recorded, a cluster file with the
     bytes recorded has the plan recorded, so its stack (still the file recorded) is left as it is."""
+
+    def load(unchanged_files: dict[str, str]) -> Fleet:
+        return load_fleet(paths.catalog, paths.stacks_dir, unchanged_files)
+
+    return _synthesize(paths.catalog, load, outdir, progress, notices, full)
+
+
+def _synthesize(
+    catalog: Path,
+    load: Callable[[dict[str, str]], Fleet],
+    outdir: Path | None,
+    progress: TextIO | None,
+    notices: TextIO | None,
+    full: bool,
+) -> tuple[Fleet, Synthesis]:
+    """`load` gets the cluster files it need not read again (file -> SHA-256) and returns the fleet."""
     engine = selected()
     target = output_target(outdir)
     with OutputFolder(target) as output:
-        index = EMPTY if full else read_index(target)
-        key = fleet_key(paths.catalog, engine)
-        fleet = load_fleet(paths.catalog, paths.stacks_dir, _intact(target, index).unchanged_files(key))
-        result = _synthesize_in(output, fleet, index, key, engine, progress)
+        key = fleet_key(catalog, engine)
+        intact = _intact(target, EMPTY if full else read_index(target))
+        fleet = load(intact.unchanged_files(key))
+        result = _synthesize_in(output, fleet, intact, key, engine, progress)
     _report(result, target, notices)
     return fleet, result
 
@@ -133,20 +142,21 @@ def _intact(target: Path, index: Index) -> Index:
 
 
 def _synthesize_in(
-    output: OutputFolder, fleet: Fleet, index: Index, key: str, engine: Engine, progress: TextIO | None
+    output: OutputFolder, fleet: Fleet, intact: Index, key: str, engine: Engine, progress: TextIO | None
 ) -> Synthesis:
-    target = output.target
+    """`intact`: the records of the stacks still as they were written (_intact)."""
     by_cli = run_by_cdktf_cli()
-    reused = {name: index.stacks[name] for _, name in fleet.reused}
+    reused = {name: intact.stacks[name] for _, name in fleet.reused}
     names = sorted([plan.name for plan in fleet.clusters] + list(reused))
     if by_cli:
         _refuse_losing_state(output.stale(names))
-    intact = _intact(target, index)
     digests = input_digests(fleet, engine)
-    to_write = [p for p in fleet.clusters if intact.stacks.get(p.name, _NONE).inputs != digests[p.name]]
+    to_write = [
+        p for p in fleet.clusters if (r := intact.stacks.get(p.name)) is None or r.inputs != digests[p.name]
+    ]
     unchanged = sorted({*reused, *(p.name for p in fleet.clusters)} - {p.name for p in to_write})
     if to_write:
-        _synthesize_into(to_write, len(unchanged), output.staging, target, progress)
+        _synthesize_into(to_write, len(unchanged), output.staging, output.target, progress)
     elif progress is not None:
         print(f"every stack is up to date ({len(unchanged)} unchanged)", file=progress, flush=True)
     _stage_manifest(output, engine, to_write, unchanged)
@@ -161,9 +171,6 @@ def _synthesize_in(
         summary=tuple(records[name].summary for name in names),
         warnings=tuple(w for record in reused.values() for w in record.warnings),
     )
-
-
-_NONE = Recorded("", "", "", "", (), ())
 
 
 def _stage_manifest(
