@@ -622,6 +622,7 @@ def test_bad_input_is_exit_2_with_what_is_wrong_and_no_traceback(tmp_path: Path,
             ["--base-ref", "no-such-ref-anywhere", "--head", str(synthesized)],
             "--base-ref no-such-ref-anywhere: no commit",
         ),
+        (["--base-ref", "", "--head", str(synthesized)], "--base-ref: empty; name a commit"),
     ]
     for args, message in cases:
         code, out, err = run_changed(*args)

@@ -22,6 +22,7 @@ from tests.conftest import ROOT
 from tests.requirements import binary, shared_path
 from themelio_gpu.charts.cache import ChartRef, pull_command
 from themelio_gpu.cli import main
+from themelio_gpu.plan.helm import known_values
 
 CHARTS = ("gpu-operator-v26.3.3", "dra-driver-nvidia-gpu-0.4.1")
 """The charts the builders' cluster pins (the default versions)."""
@@ -110,8 +111,8 @@ def test_offline_fetch_fails_saying_what_to_do(
     assert out.rstrip().splitlines()[-1] == (
         "Without access to the charts' repositories (NVIDIA's are helm.ngc.nvidia.com and registry.k8s.io; helm "
         f"honours HTTPS_PROXY): run `charts fetch` where they can be reached and copy the {cache} folder here, or "
-        "fetch from a folder of chart folders named <chart>-<version> (as `helm pull --untar` leaves them) with "
-        "`charts fetch --from DIR`"
+        "fetch from a folder of chart folders named <chart>-<version> (the <chart>/ folder `helm pull --untar` "
+        "makes, renamed) with `charts fetch --from DIR`"
     )
     assert list(cache.iterdir()) == []
 
@@ -223,3 +224,34 @@ def test_a_chart_version_without_a_table_is_fetched_tabulated_and_then_accepted(
     accepted = run("validate", *inputs)
     assert accepted.returncode == 0, accepted.stderr
     assert run("charts", "known-values", "gpu-operator", "v26.8.0", "--check").returncode == 0
+
+
+def test_known_values_only_for_a_chart_a_cluster_installs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: foo\nversion: 1.0.0\n", encoding="utf-8")
+    assert main(["charts", "known-values", "foo", "1.0.0", "--chart-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "charts known-values: foo: not a chart a cluster installs; the charts are gpu-operator, "
+        "dra-driver-nvidia-gpu, nvidia-dra-driver-gpu\n"
+    )
+    assert not (known_values.TABLES_DIR / "foo-1.0.0.json").exists()
+
+
+def test_a_broken_table_file_is_one_message_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog, stacks = write_fleet(tmp_path, [cluster()])
+    tables = tmp_path / "tables"
+    shutil.copytree(known_values.TABLES_DIR, tables)
+    (tables / "x-1.json").write_text('{"chart": "x"}', encoding="utf-8")
+    monkeypatch.setattr(known_values, "TABLES_DIR", tables)
+    known_values._tables.cache_clear()
+    try:
+        assert main(["validate", "--catalog", str(catalog), "--stacks-dir", str(stacks)]) == 2
+    finally:
+        monkeypatch.undo()
+        known_values._tables.cache_clear()
+    err = capsys.readouterr().err
+    assert "x-1.json: not a known-values table ('version'); write it again with" in err
+    assert "Traceback" not in err

@@ -86,19 +86,29 @@ def test_the_kernel_ends_when_the_python_process_is_killed() -> None:
     assert _gone_within(tree, 1.0) == set()
 
 
-def test_a_kernel_that_does_not_start_is_a_message_and_nothing_is_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"NODE_OPTIONS": "--cpu-prof"}, "--cpu-prof is not allowed in NODE_OPTIONS"),  # node's own words
+        ({"PATH": "/nonexistent"}, "FileNotFoundError"),  # no node at all
+    ],
+    ids=["option-refused", "node-missing"],
+)
+def test_a_kernel_that_does_not_start_is_a_message_and_nothing_is_written(
+    tmp_path: Path, env: dict[str, str], said: str
+) -> None:
     catalog, stacks = _fleet_using_every_binding_class(tmp_path)
     out = tmp_path / "out"
     result = subprocess.run(
         [sys.executable, "main.py", "--catalog", str(catalog), "--stacks-dir", str(stacks), "--outdir", str(out)],
         cwd=ROOT,
-        env={**_env_without_preload(), "NODE_OPTIONS": "--cpu-prof"},  # an option node refuses there
+        env={**_env_without_preload(), **env},
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 1
-    assert "--cpu-prof is not allowed in NODE_OPTIONS" in result.stderr  # node's own words
+    assert said in result.stderr
     assert "jsii's node kernel did not start" in result.stderr
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
     assert not out.exists()

@@ -37,6 +37,7 @@ from themelio_gpu.outputs.kueue import kueue_objects
 from themelio_gpu.outputs.output_folder import OutputWriteError
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.helm.known_values import KnownValuesTableError
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
 from themelio_gpu.settings import (
     CATALOG_ENV,
@@ -166,7 +167,13 @@ def report_input_errors(run: Callable[[], int]) -> int:
         print(error.render(), file=sys.stderr)
         print(f"{count} problem{'s' if count != 1 else ''} found; nothing was written.", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (OutputWriteError, StateAtRiskError, speedups.SpeedupsSettingError, engine.EngineSettingError) as error:
+    except (
+        OutputWriteError,
+        StateAtRiskError,
+        speedups.SpeedupsSettingError,
+        engine.EngineSettingError,
+        KnownValuesTableError,
+    ) as error:
         print(error, file=sys.stderr)
         return EXIT_BAD_INPUT
     except engine.KernelStartError as error:
@@ -629,9 +636,15 @@ def _charts_fetch(args: argparse.Namespace) -> int:
 
 
 def _charts_known_values(args: argparse.Namespace) -> int:
+    from themelio_gpu.charts.cache import default_repository
     from themelio_gpu.charts.helm import ChartError, HelmMissingError, helm_binary
     from themelio_gpu.charts.values_table import chart_table_text, table_file
 
+    try:
+        default_repository(args.chart)  # a table only for a chart a cluster can install
+    except ChartError as error:
+        print(f"charts known-values: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     folder = Path(args.chart_dir) if args.chart_dir else chart_cache(args.cache) / f"{args.chart}-{args.version}"
     if not folder.is_dir():
         problems = Problems()
@@ -948,7 +961,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--from",
         dest="source",
         metavar="DIR",
-        help="copy the charts from DIR (<chart>-<version> folders, as `helm pull --untar` leaves them) instead of pulling",
+        help="copy the charts from DIR (<chart>-<version> folders: the <chart>/ folder `helm pull --untar` makes, "
+        "renamed) instead of pulling",
     )
     fetch.add_argument("--cache", metavar="DIR", help=cache_help)
     fetch.set_defaults(run=_charts_fetch)

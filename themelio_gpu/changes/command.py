@@ -95,6 +95,8 @@ def _changed(args: argparse.Namespace, paths: InputPaths) -> int:
         if not folder.is_dir():
             what = "not a folder" if folder.exists() else "folder not found"
             problems.add("command line", f"{flag} {folder}", what)
+    if args.base_ref is not None and not args.base_ref.strip():
+        problems.add("command line", "--base-ref", "empty; name a commit, branch or tag (e.g. origin/main)")
     problems.raise_if_any()
     # The fleet is checked before anything is synthesized: bad input is reported at once.
     fleet = None if args.head else load_fleet(paths.catalog, paths.stacks_dir)
@@ -107,7 +109,7 @@ def _changed(args: argparse.Namespace, paths: InputPaths) -> int:
             synthesize_fleet(fleet, head)
         else:
             head, head_label = Path(args.head), display_path(Path(args.head))
-        if args.base_ref:
+        if args.base_ref is not None:
             base = Path(tmp) / "base"
             print(f"changed: synthesizing {args.base_ref} with its own code", file=sys.stderr)
             found = synthesize_ref(args.base_ref, paths.catalog, paths.stacks_dir, base)

@@ -1,5 +1,5 @@
-"""The chart cache: one folder per chart version, `<cache>/<chart>-<version>/`, as `helm pull --untar` leaves
-it. `charts fetch` fills it (helm pull from the chart's repository, or a copy from a folder of such chart
+"""The chart cache: one folder per chart version, `<cache>/<chart>-<version>/` (the `<chart>/` folder that
+`helm pull --untar` makes, renamed). `charts fetch` fills it (helm pull from the chart's repository, or a copy from a folder of such chart
 folders); `verify` renders from it; `charts known-values` reads a new version's values from it.
 """
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,7 @@ from themelio_gpu.inputs.clusters.definition import ClusterDefinition, DraDriver
 from themelio_gpu.inputs.clusters.files import load_cluster_files
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import display_path
-
-OPERATOR_CHART = "gpu-operator"
+from themelio_gpu.plan.helm.values import OPERATOR_CHART
 
 
 @dataclass(frozen=True, order=True)
@@ -68,8 +68,14 @@ def pinned_charts(stacks_dir: Path) -> list[ChartRef]:
     return sorted(found.values())
 
 
+CHARTS = (OPERATOR_CHART, *typing.get_args(DraDriverRelease.model_fields["chart"].annotation))
+"""The charts a cluster can install."""
+
+
 def default_repository(chart: str) -> str:
     """Where a cluster that names no repository gets `chart` from."""
+    if chart not in CHARTS:
+        raise ChartError(f"{chart}: not a chart a cluster installs; the charts are {', '.join(CHARTS)}")
     if chart == OPERATOR_CHART:
         return str(GpuOperatorRelease.model_fields["repository"].default)
     return DraDriverRelease.model_validate({"chart": chart}).chart_repository
@@ -104,7 +110,8 @@ def pull_command(ref: ChartRef, into: Path) -> list[str]:
 OFFLINE_ADVICE = (
     "Without access to the charts' repositories (NVIDIA's are helm.ngc.nvidia.com and registry.k8s.io; helm "
     "honours HTTPS_PROXY): run `charts fetch` where they can be reached and copy the {cache} folder here, or "
-    "fetch from a folder of chart folders named <chart>-<version> (as `helm pull --untar` leaves them) with "
+    "fetch from a folder of chart folders named <chart>-<version> (the <chart>/ folder `helm pull --untar` makes, "
+    "renamed) with "
     "`charts fetch --from DIR`"
 )
 

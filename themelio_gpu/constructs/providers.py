@@ -84,10 +84,11 @@ if TYPE_CHECKING:
     from cdktf_cdktf_provider_kubernetes.provider import KubernetesProvider, KubernetesProviderExec
 
 
-def _silence_the_exit_handler_of_a_kernel_that_never_started(unraisable: sys.UnraisableHookArgs) -> None:
-    # jsii's exit handler says goodbye to its relay, which died at start: a BrokenPipeError at interpreter
-    # exit, after our message. Anything else goes to Python's own hook.
-    if not isinstance(unraisable.exc_value, BrokenPipeError):
+def _silence_jsii_after_a_kernel_that_never_started(unraisable: sys.UnraisableHookArgs) -> None:
+    # jsii's exit handler and finalizer clean up after a relay that died at start (a broken pipe) or never
+    # started (node missing: no process to stop), at interpreter exit, after our message. Errors from
+    # anything but jsii go to Python's own hook.
+    if not getattr(unraisable.object, "__module__", "").startswith("jsii."):
         sys.__unraisablehook__(unraisable)
 
 
@@ -100,7 +101,7 @@ with kernel_environment(_switches):
     try:
         import constructs
     except (ValueError, OSError, RuntimeError) as error:  # the kernel's first answer never came
-        sys.unraisablehook = _silence_the_exit_handler_of_a_kernel_that_never_started
+        sys.unraisablehook = _silence_jsii_after_a_kernel_that_never_started
         raise KernelStartError(
             f"jsii's node kernel did not start ({type(error).__name__}: {error}); node's own message, if it "
             "gave one, is above (a NODE_OPTIONS value node refuses, node missing from PATH, ...)"

@@ -38,9 +38,12 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from themelio_gpu.inputs.yaml_input import display_path
+
 __all__ = [
     "TABLES_DIR",
     "ChartPaths",
+    "KnownValuesTableError",
     "UnknownPath",
     "UnsupportedChartVersion",
     "deep_merge",
@@ -59,6 +62,10 @@ TABLES_DIR = Path(__file__).resolve().parent / "tables"
 """One JSON file per chart version: `<chart>-<version>.json`."""
 
 
+class KnownValuesTableError(ValueError):
+    """A file in tables/ is not a known-values table."""
+
+
 class ChartPaths(NamedTuple):
     """The known values paths of one chart version (both sorted, in the path syntax above)."""
 
@@ -75,8 +82,8 @@ def _tables() -> Mapping[tuple[str, str], ChartPaths]:
             key = (str(data["chart"]), str(data["version"]))
             tables[key] = ChartPaths(tuple(data["paths"]), tuple(data["openPaths"]))
         except (ValueError, KeyError, TypeError) as error:
-            raise RuntimeError(
-                f"{file}: not a known-values table ({error}); write it again with "
+            raise KnownValuesTableError(
+                f"{display_path(file)}: not a known-values table ({error}); write it again with "
                 "`python -m themelio_gpu charts known-values CHART VERSION`"
             ) from None
     return MappingProxyType(tables)
