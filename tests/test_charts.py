@@ -245,13 +245,16 @@ def test_a_broken_table_file_is_one_message_naming_it(
     tables = tmp_path / "tables"
     shutil.copytree(known_values.TABLES_DIR, tables)
     (tables / "x-1.json").write_text('{"chart": "x"}', encoding="utf-8")
+    caches = (known_values._tables, known_values.known_chart_versions, known_values._table)
     monkeypatch.setattr(known_values, "TABLES_DIR", tables)
-    known_values._tables.cache_clear()
+    for cache in caches:
+        cache.cache_clear()
     try:
         assert main(["validate", "--catalog", str(catalog), "--stacks-dir", str(stacks)]) == 2
     finally:
         monkeypatch.undo()
-        known_values._tables.cache_clear()
+        for cache in caches:
+            cache.cache_clear()
     err = capsys.readouterr().err
     assert "x-1.json: not a known-values table ('version'); write it again with" in err
     assert "Traceback" not in err

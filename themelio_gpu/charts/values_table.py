@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,9 @@ import yaml
 
 from themelio_gpu.charts.cache import check_chart_folder
 from themelio_gpu.charts.helm import ChartError, run_helm
-
-TABLES_DIR = Path(__file__).resolve().parents[1] / "plan" / "helm" / "tables"
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.yaml_input import parse_yaml_text
+from themelio_gpu.plan.helm.known_values import TABLES_DIR, format_path
 
 # Mappings of these Kubernetes types take arbitrary keys even when the chart default is not empty
 # (e.g. gpu-operator `operator.nodeSelector: {kubernetes.io/os: linux}`).
@@ -40,42 +40,18 @@ FREE_FORM_KEYS = frozenset(
 # ({gpus, computeDomains}) is a real, checkable structure.
 RESOURCE_REQUIREMENTS_KEYS = frozenset({"limits", "requests", "claims"})
 
-_BARE_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
-
 
 def table_file(chart: str, version: str, tables: Path = TABLES_DIR) -> Path:
     return tables / f"{chart}-{version}.json"
 
 
-def format_path(segments: tuple[str, ...]) -> str:
-    """The path syntax of known_values.format_path (tests check both agree)."""
-    return ".".join(s if _BARE_SEGMENT.fullmatch(s) else json.dumps(s) for s in segments)
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys, which PyYAML would otherwise silently collapse."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Hashable, Any]:
-    loader.flatten_mapping(node)
-    seen: set[Hashable] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def load_values(text: str, source: str) -> dict[str, Any]:
     """A chart's values; comments (commented-out example keys too) are not keys. ChartError when unreadable."""
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader that refuses duplicate keys
-    except yaml.YAMLError as error:
-        raise ChartError(f"{source}: the chart's values are not valid YAML: {error}") from None
+    problems = Problems()
+    data = parse_yaml_text(text, source, problems)  # the input files' loader: duplicate keys refused
+    if problems:
+        reasons = "; ".join(f"{p.message} ({p.location})" if p.location else p.message for p in problems)
+        raise ChartError(f"{source}: the chart's values are not valid YAML: {reasons}")
     if not isinstance(data, dict):
         raise ChartError(f"{source}: the chart's values are not a mapping")
     return data
@@ -84,7 +60,9 @@ def load_values(text: str, source: str) -> dict[str, Any]:
 def _walk(mapping: Mapping[Any, Any], prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
     for key, value in mapping.items():
         if not isinstance(key, str):
-            raise ChartError(f"non-string values key {key!r} under {format_path(prefix) or 'the root'}")
+            raise ChartError(
+                f"non-string values key {key!r} under {format_path(prefix) if prefix else 'the root'}"
+            )
         segments = (*prefix, key)
         yield segments, value
         if isinstance(value, Mapping):  # lists are leaves: never entered
