@@ -126,3 +126,35 @@ def test_the_discovery_lists_the_cluster_files_in_order(tmp_path: Path) -> None:
         "b.yaml",
     ]
     assert not found
+
+
+def test_pipes_devices_and_links_to_folders_are_errors_never_read(tmp_path: Path) -> None:
+    import os
+
+    stacks = tmp_path / "stacks"
+    write(stacks / "lab.yaml", cluster(name="lab"))
+    os.mkfifo(stacks / "gpu-z.yaml")  # reading it would wait forever
+    (stacks / "gpu-d.yaml").symlink_to("/dev/zero")
+    (stacks / "loop").symlink_to(".")  # back into stacks/
+    write(tmp_path / "elsewhere" / "deep" / "far.yaml", cluster(name="far"))
+    (stacks / "prod").mkdir()
+    (stacks / "prod" / "gpu-t.yaml").symlink_to(tmp_path / "elsewhere")
+    assert problems(tmp_path, stacks) == [
+        "stacks/gpu-d.yaml: not a regular file: a cluster file is a plain YAML file",
+        "stacks/gpu-z.yaml: not a regular file: a cluster file is a plain YAML file",
+        "stacks/loop: a link to a folder is not followed: put the environment's folder itself here, or its files",
+        "stacks/prod/gpu-t.yaml: a link to a folder is not followed: put the environment's folder itself here, "
+        "or its files",
+    ]
+
+
+def test_an_empty_catalog_config_map_name_is_checked_not_replaced_by_the_default(tmp_path: Path) -> None:
+    stacks = tmp_path / "stacks"
+    write(stacks / "lab.yaml", cluster(name="lab", catalogConfigMap={"namespace": "", "name": ""}))
+    found = problems(tmp_path, stacks)
+    assert [p.split(" (line")[0] for p in found] == [
+        "stacks/lab.yaml: catalogConfigMap.name: '' is not a DNS-1123 subdomain (lower-case letters, digits, '-' "
+        "and '.', alphanumeric at both ends)",
+        "stacks/lab.yaml: catalogConfigMap.namespace: '' is not a DNS-1123 label (lower-case letters, digits and "
+        "'-', alphanumeric at both ends)",
+    ]

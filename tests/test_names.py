@@ -282,6 +282,7 @@ def names_problems(tmp_path: Path, names: dict[str, Any]) -> list[str]:
         ),
         ({"deviceClassSuffix": "gpu.nvidia.com"}, "deviceClassSuffix", "could collide with one a chart adds"),
         ({"deviceClassSuffix": "a" * 56}, "deviceClassSuffix", "is longer than 55 characters"),
+        ({"deviceClassSuffix": ""}, "deviceClassSuffix", "ends the DeviceClass name any-gpu., a DNS subdomain"),
         ({"fieldManager": ""}, "fieldManager", "must not be empty: server-side apply requires a field manager"),
         (
             {"fieldManager": "acme gpu"},

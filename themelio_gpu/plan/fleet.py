@@ -81,7 +81,8 @@ def config_map_spec(cluster: ClusterDefinition, names: Names) -> ConfigMapSpec |
     given = cluster.catalog_config_map
     if given is None:
         return None
-    return ConfigMapSpec(given.namespace or names.namespace, given.name or names.config_map_name)
+    namespace = names.namespace if given.namespace is None else given.namespace  # "" is checked, not replaced
+    return ConfigMapSpec(namespace, names.config_map_name if given.name is None else given.name)
 
 
 @dataclass(frozen=True)

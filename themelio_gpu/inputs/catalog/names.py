@@ -68,7 +68,7 @@ class Names(BaseModel):
 
     @property
     def class_suffix(self) -> str:
-        return self.device_class_suffix or self.label_domain
+        return self.label_domain if self.device_class_suffix is None else self.device_class_suffix
 
     @property
     def pool_label(self) -> str:

@@ -12,6 +12,7 @@ cluster.schema.json) and a hidden file or folder (`.name`) are left alone.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,16 +54,14 @@ def cluster_definition_files(stacks_dir: Path, problems: Problems) -> list[Path]
     files: list[Path] = []
     too_deep: list[Path] = []
     for entry in sorted(p for p in stacks_dir.iterdir() if not _hidden(p)):
-        if not entry.is_dir():
-            files += [entry] if is_yaml_file_name(entry) else []
+        if not _is_folder(entry, problems):
+            files += _yaml_file(entry, problems)
             continue
         for inner in sorted(p for p in entry.iterdir() if not _hidden(p)):
-            if inner.is_dir():
-                too_deep += [
-                    p for p in sorted(inner.rglob("*")) if is_yaml_file_name(p) and not _in_hidden(p, inner)
-                ]
-            elif is_yaml_file_name(inner):
-                files.append(inner)
+            if _is_folder(inner, problems):
+                too_deep += _yaml_files_below(inner)
+            else:
+                files += _yaml_file(inner, problems)
     for path in too_deep:
         problems.add(
             display_path(path),
@@ -75,8 +74,41 @@ def cluster_definition_files(stacks_dir: Path, problems: Problems) -> list[Path]
     return files
 
 
-def _in_hidden(path: Path, top: Path) -> bool:
-    return any(part.startswith(".") for part in path.relative_to(top).parts)
+def _is_folder(path: Path, problems: Problems) -> bool:
+    """A folder to read; a link to a folder is refused (it could lead anywhere, or back into stacks/)."""
+    if path.is_symlink() and path.is_dir():
+        problems.add(
+            _shown(path),
+            "",
+            "a link to a folder is not followed: put the environment's folder itself here, or its files",
+        )
+        return False
+    return path.is_dir()
+
+
+def _shown(path: Path) -> str:
+    """`path` as shown, the link itself rather than where it leads."""
+    return f"{display_path(path.parent)}/{path.name}"
+
+
+def _yaml_file(path: Path, problems: Problems) -> list[Path]:
+    """`path` as a cluster file, if it is one by name; a YAML name on something else (a pipe, a device, a
+    folder link) is a problem, never read."""
+    if not is_yaml_file_name(path) or (path.is_symlink() and path.is_dir()):
+        return []
+    if not path.is_file():
+        problems.add(_shown(path), "", "not a regular file: a cluster file is a plain YAML file")
+        return []
+    return [path]
+
+
+def _yaml_files_below(top: Path) -> list[Path]:
+    """The YAML files anywhere below `top`, outside hidden folders, links to folders not followed."""
+    found: list[Path] = []
+    for folder, subfolders, names in os.walk(top):  # followlinks=False
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+        found += [Path(folder) / n for n in sorted(names) if is_yaml_file_name(Path(n))]
+    return found
 
 
 def _not_a_cluster(data: Any, stacks: str) -> str | None:
