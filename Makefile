@@ -64,7 +64,7 @@ charts-all: .venv/.synced
 	$(VENV)/python -m themelio_gpu charts fetch --all-known $(if $(CHARTS_FROM),--from $(CHARTS_FROM))
 
 # Renders the real NVIDIA charts (helm on PATH) from the chart cache with each cluster's values and proves
-# every operand's placement on every GPU pool (README "verify").
+# every operand's placement on every GPU pool (docs/verify.md).
 verify: charts
 	$(VENV)/python -m themelio_gpu verify
 

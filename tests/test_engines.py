@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -54,7 +55,7 @@ def test_an_unexpected_difference_is_reported_with_its_path(tmp_path: Path) -> N
         (tmp_path / name / "manifest.json").write_text(json.dumps({"version": metadata_version, "stacks": {}}))
     result = compare_outputs(tmp_path / "cdktf", tmp_path / "cdktn")
     assert result.unexpected == ("stacks/one/cdk.tf.json: resource.helm_release.r.x: only with cdktn",)
-    assert len(STACK_DIFFERENCES) == 4  # the list README "Moving to CDK Terrain" explains, entry by entry
+    assert len(STACK_DIFFERENCES) == 4  # the list docs/cdk-terrain.md explains, entry by entry
 
 
 def test_the_engine_switch_takes_cdktf_or_cdktn_and_refuses_anything_else(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,3 +179,16 @@ def test_version_names_the_engine_and_both_bindings() -> None:
             check=True,
         )
         assert f"engine {name}" in result.stdout and expected in result.stdout
+
+
+def test_only_providers_py_imports_an_engine_or_its_bindings() -> None:
+    # Anything else would load cdktf under CDK Terrain too (or the other way round): engine.py's one switch.
+    engine_import = re.compile(
+        r"^\s*(?:from|import)\s+(cdktf|cdktn)(?:_provider_\w+|_cdktf_provider_\w+)?\b", re.M
+    )
+    found = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "themelio_gpu").rglob("*.py"))
+        if path.name != "providers.py" and engine_import.search(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []

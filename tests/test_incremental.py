@@ -135,7 +135,10 @@ def test_every_edit_sequence_gives_the_bytes_of_a_full_synthesis(
             values.setdefault("dcgmExporter", {})["enabled"] = n % 2 == 0
         elif edit == "tool":
             tool += 1
-            monkeypatch.setattr(stack_inputs, "code_digest", lambda version=f"tool version {tool}": version)
+            # Unique to this example: hypothesis runs every example with the one monkeypatch, so a version an
+            # earlier example set may still be in place.
+            version = f"tool version {tool} of {root.name}"
+            monkeypatch.setattr(stack_inputs, "code_digest", lambda version=version: version)
         fleet.write()
         result = _both(fleet, out, root / f"full-{step}")
         after = _files(out)

@@ -215,7 +215,7 @@ def _synth_parser(parser: argparse.ArgumentParser) -> None:
         help="synthesize every stack (default: only those whose inputs changed since their files were written; "
         "the others' files stay, the same bytes either way)",
     )
-    # Synthesis runs in one process since workers stopped paying (README "Performance"); pipelines that
+    # Synthesis runs in one process since workers stopped paying (docs/performance.md); pipelines that
     # still pass the flag keep working.
     parser.add_argument("--workers", help=argparse.SUPPRESS)
 
@@ -855,8 +855,8 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "compare-engines",
         "synthesize the fleet with cdktf and with CDK Terrain and show every difference that is not expected",
-        "The expected ones (engine and provider versions, the namespace block's shape) are listed; README "
-        '"Moving to CDK Terrain" says what each means for a deployed fleet.',
+        "The expected ones (engine and provider versions, the namespace block's shape) are listed; "
+        "docs/cdk-terrain.md says what each means for a deployed fleet.",
         exits="0 only the expected differences, 1 another difference (each is printed), 2 bad input or an "
         "engine that cannot synthesize the fleet",
     )

@@ -3,7 +3,7 @@
 - `cdktf`: cdktf 0.21.0 with the prebuilt bindings cdktf-cdktf-provider-kubernetes 12.1.1 and -helm 12.1.2;
   the stacks pin hashicorp/kubernetes 2.38.0 and hashicorp/helm 3.1.1. Archived upstream in December 2025.
 - `cdktn`: CDK Terrain 0.24.0, the maintained fork, with cdktn-provider-kubernetes 17.1.0 and -helm 15.1.0;
-  the stacks pin hashicorp/kubernetes 3.4.0 and hashicorp/helm 3.3.0 (README "Moving to CDK Terrain").
+  the stacks pin hashicorp/kubernetes 3.4.0 and hashicorp/helm 3.3.0 (docs/cdk-terrain.md).
 
 Both are installed from the one lock; only the chosen one is imported (constructs/providers.py). Everything
 here is plain data, so every command can read it without starting jsii.
@@ -131,6 +131,6 @@ def selected(text: str | None = None) -> Engine:
         shown = os.environ.get(ENV, "") if text is None else text
         raise EngineSettingError(
             f"{ENV}: {shown!r} is not an engine; allowed: cdktf (the default: cdktf 0.21.0) or cdktn "
-            '(CDK Terrain 0.24.0, see README "Moving to CDK Terrain")'
+            "(CDK Terrain 0.24.0, see docs/cdk-terrain.md)"
         )
     return engine

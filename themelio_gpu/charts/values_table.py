@@ -21,7 +21,8 @@ from themelio_gpu.charts.cache import check_chart_folder
 from themelio_gpu.charts.helm import ChartError, run_helm
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import parse_yaml_text
-from themelio_gpu.plan.helm.known_values import TABLES_DIR, format_path
+from themelio_gpu.plan.helm.known_values import TABLES_DIR as TABLES_DIR
+from themelio_gpu.plan.helm.known_values import format_path as format_path
 
 # Mappings of these Kubernetes types take arbitrary keys even when the chart default is not empty
 # (e.g. gpu-operator `operator.nodeSelector: {kubernetes.io/os: linux}`).

@@ -8,7 +8,7 @@ Every pool also gets the output, so provisioning scripts and reviewers can read 
 
 Like the other building blocks here, it adds its resources straight to the cluster's stack under readable
 ids (`kubernetes_labels.node_labels_<pool>`): a nested `Construct` would cost a jsii round trip and hash
-every address, which would then take another round trip per resource to undo. See README "Performance".
+every address, which would then take another round trip per resource to undo. See docs/performance.md.
 """
 
 from __future__ import annotations

@@ -15,9 +15,8 @@ Written as one stack override: plain JSON, no jsii round trip per block.
 
 from __future__ import annotations
 
-from cdktf import TerraformStack
-
 from themelio_gpu.constructs.naming import node_labels_id, node_taints_id
+from themelio_gpu.constructs.providers import TerraformStack
 from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.plan.fleet import ClusterPlan

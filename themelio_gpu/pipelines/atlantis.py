@@ -1,7 +1,7 @@
 """Atlantis' repo-level `atlantis.yaml` for the fleet: one project per stack folder, autoplanned when an input
 that stack depends on changes: its cluster file, the catalog, the tool's code and the lock files.
 
-The stack folders are synthesized, not committed (README "GitOps"), so Atlantis must synthesize before it
+The stack folders are synthesized, not committed (docs/pipelines.md), so Atlantis must synthesize before it
 looks for projects: a `pre_workflow_hooks` entry of the server-side repo config, which runs after the clone
 and before autoplan (Atlantis skips a project whose folder does not exist). `hook_command` is that entry's
 command; docs/pipelines.md has the whole snippet. Keys as Atlantis v0.47.1 reads them (server/core/config/raw:

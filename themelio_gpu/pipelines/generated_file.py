@@ -69,6 +69,6 @@ def is_current(path: Path, text: str) -> bool:
 def engine_env(line: str) -> str:
     """The engine setting the file must carry: none for the default engine, else THEMELIO_ENGINE as `line`
     formats it. Taken from the engine this command runs under, so that the pipeline synthesizes what the
-    user does (README "Moving to CDK Terrain")."""
+    user does (docs/cdk-terrain.md)."""
     chosen = selected()
     return "" if chosen.name == DEFAULT else line.format(name=ENV, value=f'"{chosen.name}"')

@@ -1,6 +1,6 @@
 """Comparing two synthesized output folders: what the `check` command reports.
 
-The checked folder is build output, not committed (README "GitOps"): `check` tells whether a folder, e.g.
+The checked folder is build output, not committed (docs/pipelines.md): `check` tells whether a folder, e.g.
 what the CDKTF CLI wrote, is what the inputs synthesize now, and the command that makes it so.
 
 Only what synthesis owns is compared (manifest.json and the stack folders), less Terraform's working files

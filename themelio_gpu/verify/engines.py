@@ -47,7 +47,7 @@ def _namespace_metadata_as_a_block(stack: Any) -> None:
 
 
 # Every difference CDK Terrain 0.24 with its 3.x providers makes, and nothing else. Reviewed like code: a new
-# entry here is a change users see in their plans, and goes into README "Moving to CDK Terrain".
+# entry here is a change users see in their plans, and goes into docs/cdk-terrain.md.
 STACK_DIFFERENCES = (
     # The engine writes its own version into every stack's metadata (cdktf 0.21.0, cdktn 0.24.0).
     ExpectedDifference(
@@ -155,7 +155,7 @@ def compare_engines(catalog: Path, stacks_dir: Path, report: Any = sys.stdout) -
         result = compare_outputs(outputs["cdktf"], outputs["cdktn"])
     print(f"{len(result.stacks)} stacks synthesized by {ENGINES['cdktf'].describe()}", file=report)
     print(f"and by {ENGINES['cdktn'].describe()}", file=report)
-    print('expected differences (README "Moving to CDK Terrain"):', file=report)
+    print("expected differences (docs/cdk-terrain.md):", file=report)
     for difference in (*STACK_DIFFERENCES, *MANIFEST_DIFFERENCES):
         print(f"  - {difference.what}", file=report)
     if not result.unexpected:

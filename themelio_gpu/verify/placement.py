@@ -14,7 +14,7 @@ Modelled as kube-scheduler and the DaemonSet controller decide it (k8s.io/compon
   Equal/empty comparing the value). The DaemonSet controller adds its own tolerations to every pod.
 
 Preferred affinity, pod (anti-)affinity, topology spread and resources do not decide where a DaemonSet
-pod may go, or depend on other pods and capacity: they are not modelled (see README "verify").
+pod may go, or depend on other pods and capacity: they are not modelled (see docs/verify.md).
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ def render_result(result: StackCheck, plan: bool) -> str:
     if failed.name == "init" and _PROVIDERS_NOT_INSTALLED.search(failed.output):
         hint = (
             "\n  hint: Terraform could not install the providers. Without the registry, point "
-            "TF_CLI_CONFIG_FILE at a terraformrc with a provider mirror (README, Deploying)."
+            "TF_CLI_CONFIG_FILE at a terraformrc with a provider mirror (docs/deploying.md)."
         )
     return f"{line}\n  terraform {failed.name} said:\n{detail}{hint}"
 

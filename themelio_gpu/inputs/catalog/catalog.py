@@ -83,7 +83,7 @@ class ResolvedOffering:
     """The known device kinds (product, MIG profile) its class can select: for quota and overlap reasoning."""
     overlaps_allowed: bool = False
     overlaps_with: tuple[str, ...] = ()
-    """Other offerings of the catalog that can take some of the same devices (see README "Overlaps")."""
+    """Other offerings of the catalog that can take some of the same devices (see docs/catalog.md)."""
 
     @property
     def quota_key(self) -> str:

@@ -1,6 +1,6 @@
 """GPU products: the hardware facts every offering, selector, placement and node label is derived from.
 
-Sources (see README "Facts and sources"): NVML product names as the NVIDIA DRA driver publishes them in
+Sources (see docs/facts-and-sources.md): NVML product names as the NVIDIA DRA driver publishes them in
 the `productName` device attribute; the memory the driver publishes (capacity `memory`, the NVML total
 that `nvidia-smi --query-gpu=memory.total` prints, less than the marketed size); compute capabilities
 from NVIDIA's CUDA GPUs list; MIG profile tables and PCI device IDs from the GPU Operator's default

@@ -1,6 +1,6 @@
 """The cluster definition files of a fleet: which files of the stacks folder they are, and what each must be.
 
-Layout (README "Cluster files"): `stacks/<cluster>.yaml`, or one folder per environment,
+Layout (docs/cluster-files.md): `stacks/<cluster>.yaml`, or one folder per environment,
 `stacks/<environment>/<cluster>.yaml`; both can be mixed. Every `.yaml` or `.yml` file there (in any case:
 `.YAML` too) is a cluster definition, named after its cluster: `name: gpu-east` lives in `gpu-east.yaml`.
 The name is the stack's name and its Terraform state key, unique in the whole fleet, so moving a file from

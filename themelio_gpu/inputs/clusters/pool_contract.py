@@ -2,7 +2,7 @@
 
 Everything that steers GPU work reads these labels: the catalog's default node selectors (and so the
 gpuLabel allow-list), the GPU Operator (MIG Manager), the DRA kubelet plugin's node selector, Karpenter
-NodePools and the kubelet flags of provisioned nodes. See README "Label contract".
+NodePools and the kubelet flags of provisioned nodes. See docs/cluster-definitions.md.
 """
 
 from __future__ import annotations
