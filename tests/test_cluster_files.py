@@ -158,3 +158,16 @@ def test_an_empty_catalog_config_map_name_is_checked_not_replaced_by_the_default
         "stacks/lab.yaml: catalogConfigMap.namespace: '' is not a DNS-1123 label (lower-case letters, digits and "
         "'-', alphanumeric at both ends)",
     ]
+
+
+def test_a_bad_label_key_is_shown_at_its_line(tmp_path: Path) -> None:
+    stacks = tmp_path / "stacks"
+    definition = cluster(name="lab")
+    definition["nodePools"][0]["labels"] = {"bad key!": "x"}
+    write(stacks / "lab.yaml", definition)
+    found = problems(tmp_path, stacks)
+    assert len(found) == 1 and found[0].startswith("stacks/lab.yaml: nodePools[0].labels[bad key!]: "), found
+    line = next(
+        n for n, text in enumerate((stacks / "lab.yaml").read_text().splitlines(), 1) if "bad key!" in text
+    )
+    assert f"(line {line}, column " in found[0], found

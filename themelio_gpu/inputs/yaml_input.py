@@ -313,7 +313,8 @@ def parse_yaml_text(text: str, name: str, problems: Problems) -> Any:
     return document.data if document is not None else None
 
 
-_LOCATION_PART = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\["([^"]*)"\]')
+# A key: `.name`, `[0]` (a list index), `["a.b/c"]`, or `[a.b/c]` as some messages write a mapping's key.
+_LOCATION_PART = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\["([^"]*)"\]|\[([^\]"]+)\]')
 
 
 def parse_location(location: str) -> list[str | int] | None:
@@ -324,8 +325,9 @@ def parse_location(location: str) -> list[str | int] | None:
         match = _LOCATION_PART.match(location, position)
         if match is None:
             return None
-        name, index, quoted = match.groups()
-        parts.append(int(index) if index is not None else quoted if quoted is not None else name)
+        name, index, quoted, bare = match.groups()
+        key = quoted if quoted is not None else bare if bare is not None else name
+        parts.append(int(index) if index is not None else key)
         position = match.end()
     return parts
 
