@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: setup synth synth-python validate test lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
+.PHONY: sandbox-tools setup synth synth-python validate test lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -101,3 +101,9 @@ bench: .venv/.synced
 
 lock:
 	./scripts/lock.sh
+
+# The sandbox's tools (Kubernetes, etcd, kwok, helm, OpenTofu, the provider stand-ins), pinned in
+# themelio_gpu/sandbox/tools.toml and built from their Go modules into ~/.cache/themelio-gpu/tools (needs Go
+# 1.26); a built tool is not built again. docs/sandbox.md.
+sandbox-tools: .venv/.synced
+	$(VENV)/python -m themelio_gpu sandbox tools
