@@ -295,7 +295,9 @@ def test_product_offering_on_a_device_plugin_pool(tmp_path: Path) -> None:
 # --- how the contract reaches the nodes -------------------------------------------------------------------------
 
 
-def test_static_pool_labels_and_taints_each_node_with_our_field_manager(stack_json: StackJson) -> None:
+def test_static_pool_labels_and_taints_each_node_with_a_field_manager_of_each(stack_json: StackJson) -> None:
+    # One manager for both would make each apply erase the other's fields (#2247; tests/test_sandbox_live.py
+    # shows it on the real API server).
     resources = stack_json("gpu-east")["resource"]
     labels = resources["kubernetes_labels"]["node_labels_a100-mig"]
     assert labels["for_each"] == '${toset(["gpu-east-a100-11", "gpu-east-a100-12", "gpu-east-a100-13"])}'
@@ -305,7 +307,7 @@ def test_static_pool_labels_and_taints_each_node_with_our_field_manager(stack_js
     assert labels["labels"]["nvidia.com/mig.config"] == "all-balanced"
     taints = resources["kubernetes_node_taint"]["node_taints_a100-mig"]
     assert taints["taint"] == [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "value": "present"}]
-    assert taints["field_manager"] == "themelio-gpu-stacks"
+    assert taints["field_manager"] == "themelio-gpu-stacks-taints"
 
 
 def test_provisioned_pool_is_an_output_with_kubelet_flags(stack_json: StackJson) -> None:

@@ -18,13 +18,19 @@ from themelio_gpu.sandbox.tools import TOOLS_FILE, load_tools, toolbox
 
 def test_every_tool_is_pinned_to_an_exact_version_and_names_its_binaries() -> None:
     tools = load_tools()
-    assert {"kubernetes", "etcd", "kwok", "helm", "opentofu", "provider-standin"} <= set(tools)
+    assert {"kubernetes-1.36", "kubernetes-1.37", "etcd", "kwok", "helm", "opentofu", "provider-standin"} <= set(
+        tools
+    )
     for tool in tools.values():
         assert tool.version.startswith("v") and tool.version.count(".") == 2, tool
-        assert tool.binaries, tool
+        assert bool(tool.binaries) != bool(tool.files), f"{tool.name}: binaries to build or files to copy"
         assert bool(tool.module) != bool(tool.source), f"{tool.name}: a module or a source of ours, not both"
-    assert tools["kubernetes"].staging == "v0." + tools["kubernetes"].version.split(".", 1)[1]
-    assert "gitVersion={version}" in tools["kubernetes"].ldflags  # helm refuses charts on a v0.0.0 server
+    for minor in sandbox_cluster.BINARY_MINORS:
+        kubernetes = tools[f"kubernetes-1.{minor}"]
+        assert kubernetes.version.startswith(f"v1.{minor}.")
+        assert kubernetes.staging == "v0." + kubernetes.version.split(".", 1)[1]
+        assert "gitVersion={version}" in kubernetes.ldflags  # helm refuses charts on a v0.0.0 server
+        assert f"gitMinor={minor} " in kubernetes.ldflags
     assert TOOLS_FILE.read_text().count("version = ") == len(tools)  # one place for every version
 
 
@@ -44,9 +50,9 @@ def test_a_recipe_changes_with_what_it_is_built_from(tmp_path: Path, monkeypatch
 def test_a_missing_tool_names_the_target_that_builds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path))
     with pytest.raises(
-        MissingToolError, match=r"not built: kubernetes v1\.36\.\d+ \(kube-apiserver.*make sandbox-tools"
+        MissingToolError, match=r"not built: kubernetes-1\.36 v1\.36\.\d+ \(kube-apiserver.*make sandbox-tools"
     ):
-        toolbox(("kubernetes",))
+        toolbox(("kubernetes-1.36",))
 
 
 def _pools(*pools: dict[str, Any], **overrides: Any) -> dict[str, Any]:
@@ -141,7 +147,18 @@ def test_the_control_plane_runs_the_cluster_files_version_rules(
     assert sandbox_cluster.feature_gate_args(definition.definition) == expected
 
 
-def test_a_version_the_binaries_cannot_emulate_is_refused(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, _pools(WHOLE, kubernetesVersion="1.37"))
-    with pytest.raises(SandboxError, match=r"1\.37.*emulate 1\.33 to 1\.36"):
-        sandbox_cluster.feature_gate_args(plan.definition)
+def test_each_version_runs_on_the_oldest_binaries_that_reach_it(tmp_path: Path) -> None:
+    plugin = {**WHOLE, "dra": False}  # 1.33 has no resource.k8s.io/v1: device plugin pools only
+    for version, tool in (("1.33", "kubernetes-1.36"), ("1.36", "kubernetes-1.36"), ("1.37", "kubernetes-1.37")):
+        pool = plugin if version == "1.33" else WHOLE
+        offerings = {"offerings": ["nvidia.com/gpu"]} if version == "1.33" else {}
+        plan = _plan(tmp_path, _pools(pool, kubernetesVersion=version, **offerings))
+        assert sandbox_cluster.kubernetes_tool(plan.definition) == tool
+    assert sandbox_cluster.feature_gate_args(plan.definition) == {c: [] for c in sandbox_cluster.CONTROL_PLANE}
+
+
+def test_a_version_no_binaries_reach_is_refused(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, _pools(WHOLE, kubernetesVersion="1.36"))
+    definition = plan.definition.model_copy(update={"kubernetes_version": "1.32"})
+    with pytest.raises(SandboxError, match=r"1\.32: .*run or emulate 1\.33 to 1\.37 only"):
+        sandbox_cluster.feature_gate_args(definition)

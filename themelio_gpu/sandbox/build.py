@@ -120,7 +120,15 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
         build = ["go", "build", "-trimpath", "-ldflags", ldflags.strip()]
         if tool.tags:
             build += ["-tags", tool.tags]
-        if tool.source:  # this project's own module, with its committed go.sum
+        if tool.files:  # data from the module: downloaded, not built
+            children.run(["go", "mod", "download", "-json", f"{tool.module}@{tool.version}"], scratch, env, log)
+            found = re.findall(r'"Dir": "([^"]+)"', log.read_text())
+            if not found:
+                raise BuildError(f"{tool.name}: `go mod download` named no folder for {tool.module}@{tool.version}")
+            for name, path in tool.files.items():
+                shutil.copyfile(Path(found[-1]) / path, out / name)
+            workdir = scratch
+        elif tool.source:  # this project's own module, with its committed go.sum
             workdir = PROJECT_ROOT / tool.source
         else:
             replaces = list(tool.replace)
@@ -129,8 +137,14 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
             _scratch_module(tool, scratch, replaces)
             children.run(["go", "mod", "tidy"], scratch, env, log)
             workdir = scratch
+        # Binaries named as their package's folder build in one `go build` (packages loaded once, links in
+        # parallel); any other is built on its own under its name.
+        together = [p for b, p in tool.binaries.items() if b == p.rstrip("/").rsplit("/", 1)[-1]]
+        if together:
+            children.run([*build, "-o", f"{out}/", *together], workdir, env, log)
         for binary, package in tool.binaries.items():
-            children.run([*build, "-o", str(out / binary), package], workdir, env, log)
+            if package not in together:
+                children.run([*build, "-o", str(out / binary), package], workdir, env, log)
         (out / ".recipe").write_text(tool.recipe(go) + "\n")
         (out / "VERSION").write_text(
             f"{tool.name} {tool.version} ({tool.module or tool.source}), built with {go}\n"

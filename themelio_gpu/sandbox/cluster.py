@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,14 +29,16 @@ from themelio_gpu import interrupts
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.sandbox import chart_repository
-from themelio_gpu.sandbox.errors import SandboxError
+from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.nodes import simulated_nodes
 from themelio_gpu.sandbox.tools import Toolbox
 
 SANDBOX_DIR_ENV = "THEMELIO_SANDBOX_DIR"
-BINARY_MINOR = 36
-"""The minor release of the built Kubernetes binaries (tools.toml); older clusters are emulated."""
-OLDEST_EMULATED_MINOR = 33
+BINARY_MINORS = (36, 37)
+"""The minor releases of the built Kubernetes binaries (tools.toml's kubernetes-1.<minor>)."""
+EMULATION_REACH = 3
+"""How many minors back `--emulated-version` reaches (k8s.io/apiserver/pkg/util/compatibility)."""
+KUBECTL = ("kubernetes-1.36", "kubectl")
 CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 WAIT = "180s"
 
@@ -75,16 +79,28 @@ class Sandbox:
         return result
 
 
+def binary_minor(definition: ClusterDefinition) -> int:
+    """The oldest built Kubernetes minor whose binaries run (or emulate) the cluster's version."""
+    minor = definition.minor_version
+    for built in BINARY_MINORS:
+        if built - EMULATION_REACH <= minor <= built:
+            return built
+    reach = f"1.{BINARY_MINORS[0] - EMULATION_REACH} to 1.{BINARY_MINORS[-1]}"
+    raise SandboxUsageError(
+        f"kubernetesVersion {definition.kubernetes_version}: the sandbox's Kubernetes binaries "
+        f"({', '.join(f'1.{m}' for m in BINARY_MINORS)}) run or emulate {reach} only"
+    )
+
+
+def kubernetes_tool(definition: ClusterDefinition) -> str:
+    return f"kubernetes-1.{binary_minor(definition)}"
+
+
 def feature_gate_args(definition: ClusterDefinition) -> dict[str, list[str]]:
     """Per control-plane component, the flags that give it the cluster's version rules and feature gates."""
-    minor = definition.minor_version
-    if minor > BINARY_MINOR or minor < OLDEST_EMULATED_MINOR:
-        raise SandboxError(
-            f"kubernetesVersion {definition.kubernetes_version}: the sandbox runs Kubernetes 1.{BINARY_MINOR} "
-            f"binaries, which emulate 1.{OLDEST_EMULATED_MINOR} to 1.{BINARY_MINOR}"
-        )
+    minor, built = definition.minor_version, binary_minor(definition)
     args: dict[str, list[str]] = {component: [] for component in CONTROL_PLANE}
-    if minor < BINARY_MINOR:
+    if minor < built:
         for component in CONTROL_PLANE:
             args[component].append(f"emulated-version=1.{minor}")
     gate = definition.feature_gates.dra_extended_resource
@@ -96,7 +112,7 @@ def feature_gate_args(definition: ClusterDefinition) -> dict[str, list[str]]:
 
 
 def _kubectl(toolbox: Toolbox, sandbox: Sandbox, *args: str, stdin: str | None = None) -> str:
-    command = [str(toolbox.binary("kubernetes", "kubectl")), "--kubeconfig", str(sandbox.kubeconfig), *args]
+    command = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), *args]
     result = interrupts.run(command, input=stdin) if stdin is not None else interrupts.run(command)
     if result.returncode != 0:
         raise SandboxError(f"kubectl {' '.join(args[:2])}: {result.stderr.strip() or result.stdout.strip()}")
@@ -106,7 +122,7 @@ def _kubectl(toolbox: Toolbox, sandbox: Sandbox, *args: str, stdin: str | None =
 def _kwokctl(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, KWOK_WORKDIR=str(sandbox.kwok_workdir))
     # kwokctl takes kubectl from PATH (it would download one otherwise): the built one comes first.
-    env["PATH"] = f"{toolbox.binary('kubernetes', 'kubectl').parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = f"{toolbox.binary(*KUBECTL).parent}{os.pathsep}{env.get('PATH', '')}"
     return interrupts.run([str(toolbox.binary("kwok", "kwokctl")), *args], env=env)
 
 
@@ -131,21 +147,22 @@ def up(
     """Start the control plane, register every node and publish every GPU; on any failure, leave nothing."""
     sandbox = Sandbox(plan.name)
     if sandbox.exists():
-        raise SandboxError(
+        raise SandboxUsageError(
             f"a sandbox of {plan.name} is up already ({sandbox.folder}); `sandbox down {plan.name}` first"
         )
     if port is not None and not _port_free(port):
-        raise SandboxError(f"port {port} on 127.0.0.1 is in use: choose another with --port, or leave it out")
+        raise SandboxUsageError(f"port {port} on 127.0.0.1 is in use: choose another with --port, or leave it out")
     args = feature_gate_args(plan.definition)
+    kubernetes = kubernetes_tool(plan.definition)
     started = time.monotonic()
     sandbox.folder.mkdir(parents=True, exist_ok=True)
     try:
         command = [
             "create", "cluster", "--name", sandbox.kwok_name, "--runtime", "binary",
             "--kubeconfig", str(sandbox.kubeconfig), "--wait", WAIT,
-            "--kube-apiserver-binary", str(toolbox.binary("kubernetes", "kube-apiserver")),
-            "--kube-controller-manager-binary", str(toolbox.binary("kubernetes", "kube-controller-manager")),
-            "--kube-scheduler-binary", str(toolbox.binary("kubernetes", "kube-scheduler")),
+            "--kube-apiserver-binary", str(toolbox.binary(kubernetes, "kube-apiserver")),
+            "--kube-controller-manager-binary", str(toolbox.binary(kubernetes, "kube-controller-manager")),
+            "--kube-scheduler-binary", str(toolbox.binary(kubernetes, "kube-scheduler")),
             "--etcd-binary", str(toolbox.binary("etcd")),
             "--kwok-controller-binary", str(toolbox.binary("kwok")),
         ]  # fmt: skip
@@ -164,6 +181,13 @@ def up(
                 f"kwokctl could not start the control plane (logs in {logs}, kept with --keep):\n"
                 f"{(result.stderr or result.stdout).strip()[-3000:]}"
             )
+        if any(pool.provisioning.karpenter for pool in plan.definition.node_pools):
+            # Karpenter's CRDs come first, as the README asks of users: the stack's NodePool needs them.
+            crds = toolbox.tools["karpenter-crds"]
+            for name in crds.files:
+                _kubectl(toolbox, sandbox, "create", "-f", str(crds.path(name)))
+            _kubectl(toolbox, sandbox, "wait", "--for=condition=Established", "--timeout=60s",
+                     "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")  # fmt: skip
         nodes = simulated_nodes(plan)
         _register(toolbox, sandbox, nodes)
         repository = sandbox.folder / "charts"
@@ -233,10 +257,47 @@ def _teardown(toolbox: Toolbox, sandbox: Sandbox) -> list[str]:
         result = _kwokctl(toolbox, sandbox, "delete", "cluster", "--name", sandbox.kwok_name)
         if result.returncode != 0:
             problems.append(f"kwokctl delete cluster: {(result.stderr or result.stdout).strip()[-1000:]}")
+    _end_processes_in(sandbox.folder)
     shutil.rmtree(sandbox.folder, ignore_errors=True)
     if sandbox.folder.exists():
         problems.append(f"{sandbox.folder} could not be removed")
     return problems
+
+
+def _processes_in(folder: Path) -> list[int]:
+    """Processes whose command line names the folder: every component kwokctl started names its work folder."""
+    needle = str(folder).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if needle in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _end_processes_in(folder: Path) -> None:
+    """What `kwokctl delete` did not stop (it was interrupted before it wrote a pid file): SIGTERM, then SIGKILL."""
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        left = _processes_in(folder)
+        for pid in left:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        deadline = time.monotonic() + 5
+        while left and time.monotonic() < deadline:
+            left = [pid for pid in left if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
+            time.sleep(0.05)
+        if not left:
+            return
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return False
 
 
 def down(cluster: str, toolbox: Toolbox, say: Any = print) -> None:

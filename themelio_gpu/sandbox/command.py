@@ -22,8 +22,8 @@ from typing import Any
 from themelio_gpu import interrupts
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.plan.fleet import ClusterPlan, load_fleet
-from themelio_gpu.sandbox import build, cluster, deploy, inventory
-from themelio_gpu.sandbox.errors import MissingToolError, SandboxError
+from themelio_gpu.sandbox import build, cluster, coverage, deploy, inventory
+from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 from themelio_gpu.settings import chart_cache, input_paths
 
@@ -37,6 +37,7 @@ EXITS = {
     "kubeconfig": "0 printed, 2 no sandbox of that cluster",
     "down": "0 destroyed and stopped with nothing left, 1 destroy failed or objects are left (listed), 2 bad input",
     "run": "0 every step passed, 1 a step failed (the sandbox is removed unless --keep), 2 bad input",
+    "check": "0 every chosen cluster passed `run`, 1 one failed (each is listed), 2 bad input",
     "tools": "0 every tool is built, 1 a build failed (the end of its log is printed), 2 no Go or no such tool",
 }
 ENGINES = deploy.RUNNERS
@@ -83,6 +84,18 @@ def register(commands: Any) -> None:
             parser.add_argument("--with", dest="runner", choices=ENGINES, default="terraform",
                                 help="terraform (default), tofu, or cdktf (the CDKTF CLI's deploy/diff/destroy)")  # fmt: skip
         parser.set_defaults(run=run, sandbox_run=_SUBCOMMANDS[name])
+    check = sub.add_parser(
+        "check",
+        help="run every chosen cluster's stack through up, apply, plan, destroy and down",
+        epilog=f"exit codes: {EXITS['check']}",
+    )
+    check.add_argument("clusters", nargs="*", metavar="CLUSTER", help="these clusters (default: a covering set)")
+    check.add_argument("--every", action="store_true", help="every cluster of the fleet")
+    check.add_argument("--catalog", metavar="FILE", help="the GPU catalog (default: catalog/gpu-catalog.yaml)")
+    check.add_argument("--stacks-dir", metavar="DIR", help="folder of cluster definitions (default: stacks/)")
+    check.add_argument("--with", dest="runner", choices=ENGINES, default="terraform", help="as for run")
+    check.add_argument("--charts", metavar="DIR", help="the chart cache (default: .cache/charts)")
+    check.set_defaults(run=run, sandbox_run=_check, port=None, keep=False)
 
 
 def _tools(args: argparse.Namespace) -> int:
@@ -125,7 +138,7 @@ def _start(plan: ClusterPlan, tools: Toolbox, args: argparse.Namespace) -> None:
 def _sandbox_of(name: str) -> cluster.Sandbox:
     sandbox = cluster.Sandbox(name)
     if not sandbox.exists():
-        raise SandboxError(f"no sandbox of {name} is up ({sandbox.folder}): `sandbox up {name}` first")
+        raise SandboxUsageError(f"no sandbox of {name} is up ({sandbox.folder}): `sandbox up {name}` first")
     return sandbox
 
 
@@ -192,11 +205,11 @@ def _down(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Tool
     return code
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     """Everything CI asks of a stack, with figures; the sandbox is removed at the end (or on failure,
     unless --keep)."""
-    plan = _plan_of(args)
-    tools = toolbox()
+    plan = plan or _plan_of(args)
+    tools = tools or toolbox()
     figures: dict[str, Any] = {"cluster": plan.name, "runner": args.runner}
     started = time.monotonic()
     _start(plan, tools, args)
@@ -221,6 +234,36 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
+def _check(args: argparse.Namespace) -> int:
+    paths = input_paths(args.catalog, args.stacks_dir)
+    fleet = load_fleet(paths.catalog, paths.stacks_dir)
+    tools = toolbox()
+    if args.clusters or args.every:
+        wanted = set(args.clusters) if args.clusters else {p.name for p in fleet.clusters}
+        unknown = sorted(wanted - {p.name for p in fleet.clusters})
+        if unknown:
+            problems = Problems()
+            for name in unknown:
+                problems.add("command line", name, "no cluster of that name")
+            problems.raise_if_any()
+        chosen = [(p, ["named" if args.clusters else "every cluster"]) for p in fleet.clusters if p.name in wanted]
+    else:
+        chosen = coverage.covering(fleet.clusters)
+    _say(f"sandbox check: {len(chosen)} of {len(fleet.clusters)} clusters of {paths.stacks_dir}")
+    for plan, why in chosen:
+        _say(f"  {plan.name}: {', '.join(why)}")
+    results: list[tuple[str, int, float]] = []
+    for plan, _ in chosen:
+        started = time.monotonic()
+        code = _run(argparse.Namespace(**{**vars(args), "cluster": plan.name}), plan, tools)
+        results.append((plan.name, code, time.monotonic() - started))
+    failed = [name for name, code, _ in results if code != EXIT_OK]
+    for name, code, seconds in results:
+        _say(f"sandbox check: {name}: {'passed' if code == EXIT_OK else 'FAILED'} in {seconds:.0f} s")
+    _say(f"sandbox check: {len(results) - len(failed)} passed, {len(failed)} failed")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 _SUBCOMMANDS = {"up": _up, "apply": _apply, "plan": _plan, "kubeconfig": _kubeconfig, "down": _down, "run": _run}
 
 
@@ -229,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         code: int = args.sandbox_run(args)
         return code
-    except MissingToolError as error:
+    except SandboxUsageError as error:
         print(f"sandbox: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SandboxError as error:

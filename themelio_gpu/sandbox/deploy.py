@@ -102,7 +102,22 @@ def _override(plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any]) -> dic
     return override
 
 
+PROVIDERS_ENV = "THEMELIO_SANDBOX_PROVIDERS"
+"""`registry`: Terraform installs the providers as it does for you (the registry, or your own mirror in
+TF_CLI_CONFIG_FILE), instead of the sandbox's mirror of stand-ins."""
+
+
 def _environment(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        HOME=str(sandbox.folder / "home"),
+        TF_IN_AUTOMATION="1",
+        TF_INPUT="0",
+        CHECKPOINT_DISABLE="1",
+        KUBECONFIG=str(sandbox.kubeconfig),
+    )
+    if os.environ.get(PROVIDERS_ENV) == "registry":
+        return env
     rc = sandbox.folder / "terraformrc"
     mirror = provider_mirror(sandbox, toolbox)
     rc.write_text(
@@ -110,15 +125,7 @@ def _environment(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, str]:
         f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = ["*/hashicorp/*"]\n  }}\n'
         '  direct {\n    exclude = ["*/hashicorp/*"]\n  }\n}\n'
     )
-    env = dict(os.environ)
-    env.update(
-        HOME=str(sandbox.folder / "home"),
-        TF_CLI_CONFIG_FILE=str(rc),
-        TF_IN_AUTOMATION="1",
-        TF_INPUT="0",
-        CHECKPOINT_DISABLE="1",
-        KUBECONFIG=str(sandbox.kubeconfig),
-    )
+    env["TF_CLI_CONFIG_FILE"] = str(rc)
     env.pop("TF_DISABLE_PLUGIN_TLS", None)
     return env
 

@@ -7,5 +7,9 @@ class SandboxError(Exception):
     """A sandbox step failed: the message says which and what to do."""
 
 
-class MissingToolError(SandboxError):
+class SandboxUsageError(SandboxError):
+    """The command cannot start: no sandbox of that cluster, one up already, a port in use (exit 2)."""
+
+
+class MissingToolError(SandboxUsageError):
     """A tool the sandbox needs is not built; the message names the target that builds it."""

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from themelio_gpu import interrupts
-from themelio_gpu.sandbox.cluster import Sandbox
+from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
 
@@ -27,7 +27,7 @@ _SELF_MANAGED = {
 
 def api_objects(sandbox: Sandbox, toolbox: Toolbox) -> set[str]:
     """Every object the API lists (kind/namespace/name), less what the control plane manages itself."""
-    kubectl = [str(toolbox.binary("kubernetes", "kubectl")), "--kubeconfig", str(sandbox.kubeconfig)]
+    kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
     kinds = interrupts.run([*kubectl, "api-resources", "--verbs=list", "-o", "name"])
     if kinds.returncode != 0:
         raise SandboxError(f"kubectl api-resources: {kinds.stderr.strip()}")
@@ -41,7 +41,7 @@ def api_objects(sandbox: Sandbox, toolbox: Toolbox) -> set[str]:
 
 def node_contract(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, Any]:
     """Each node's labels and taints, to compare before apply and after destroy."""
-    kubectl = [str(toolbox.binary("kubernetes", "kubectl")), "--kubeconfig", str(sandbox.kubeconfig)]
+    kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
     result = interrupts.run([*kubectl, "get", "nodes", "-o", "json"])
     if result.returncode != 0:
         raise SandboxError(f"kubectl get nodes: {result.stderr.strip()}")

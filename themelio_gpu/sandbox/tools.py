@@ -12,7 +12,7 @@ import hashlib
 import os
 import shutil
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from themelio_gpu.sandbox.errors import MissingToolError
@@ -40,6 +40,7 @@ class Tool:
     module: str
     version: str
     binaries: dict[str, str]
+    files: dict[str, str] = field(default_factory=dict)
     ldflags: str = ""
     tags: str = ""
     replace: tuple[str, ...] = ()
@@ -68,8 +69,19 @@ class Tool:
         return (
             stamp.is_file()
             and stamp.read_text().strip() == self.recipe(go_version)
-            and all(os.access(self.path(b), os.X_OK) for b in self.binaries)
+            and self.built()
         )
+
+    def built(self) -> bool:
+        """Every binary is there and executable, and every file is there."""
+        return all(os.access(self.path(b), os.X_OK) for b in self.binaries) and all(
+            self.path(f).is_file() for f in self.files
+        )
+
+    def missing(self) -> list[str]:
+        return [b for b in self.binaries if not os.access(self.path(b), os.X_OK)] + [
+            f for f in self.files if not self.path(f).is_file()
+        ]
 
 
 def load_tools(file: Path = TOOLS_FILE) -> dict[str, Tool]:
@@ -81,7 +93,8 @@ def load_tools(file: Path = TOOLS_FILE) -> dict[str, Tool]:
             name=name,
             module=entry.get("module", ""),
             version=entry["version"],
-            binaries=dict(entry["binaries"]),
+            binaries=dict(entry.get("binaries", {})),
+            files=dict(entry.get("files", {})),
             ldflags=" ".join(entry.get("ldflags", "").replace("\\\n", " ").split()),
             tags=entry.get("tags", ""),
             replace=tuple(entry.get("replace", ())),
@@ -120,9 +133,9 @@ def toolbox(needed: tuple[str, ...] | None = None) -> Toolbox:
     """
     tools = load_tools()
     missing = [
-        f"{tool.name} {tool.version} ({', '.join(b for b in tool.binaries if not os.access(tool.path(b), os.X_OK))})"
+        f"{tool.name} {tool.version} ({', '.join(tool.missing())})"
         for name, tool in tools.items()
-        if (needed is None or name in needed) and not all(os.access(tool.path(b), os.X_OK) for b in tool.binaries)
+        if (needed is None or name in needed) and not tool.built()
     ]
     if missing:
         raise MissingToolError(
