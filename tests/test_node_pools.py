@@ -362,6 +362,26 @@ def test_karpenter_taint_without_a_value_omits_it(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(("max_gpus", "limit"), [(64, "64"), (1000, "1k"), (1500, "1500"), (2000000, "2M")])
+def test_karpenter_gpu_limit_is_written_as_the_api_server_stores_it(
+    tmp_path: Path, max_gpus: int, limit: str
+) -> None:
+    """`1000` would read back as `1k`: Terraform's "inconsistent result after apply" (#2508). The canonical
+    form is checked against the real API server in tests/test_sandbox_live.py."""
+    from themelio_gpu.outputs.synth import synthesize
+
+    karpenter = {
+        "karpenter": {"nodeClassRef": {"name": "gpu"}, "instanceTypes": ["p4d.24xlarge"], "maxGpus": max_gpus}
+    }
+    fleet = fleet_of(
+        tmp_path, cluster(offerings=["nvidia.com/a100"], karpenter=True, nodePools=[pool(provisioning=karpenter)])
+    )
+    synthesize(fleet, tmp_path / "out", None)
+    resources = json.loads((tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text())["resource"]
+    manifest = resources["kubernetes_manifest"]["karpenter_node_pool_p"]["manifest"]
+    assert manifest["spec"]["limits"] == {"nvidia.com/gpu": limit}
+
+
 def test_gpu_label_placement_matches_the_pool_that_serves_it(example_fleet: Any) -> None:
     """A workload steered by gpuLabel must land on a pool whose labels satisfy its node selector."""
     for plan in example_fleet.clusters:

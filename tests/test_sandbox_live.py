@@ -27,8 +27,6 @@ from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 
-
-
 CONTROL_PLANE_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
 
 
@@ -71,6 +69,8 @@ def _charts(tmp_path: Path) -> Path:
 
     source = shared_path("reference", "charts")
     cache = tmp_path / "charts"
+    if cache.is_dir():
+        return cache
     cache.mkdir()
     for chart in source.iterdir():
         if (chart / "Chart.yaml").is_file():
@@ -148,10 +148,57 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
             timeout=30,
         )  # fmt: skip
         assert "gpu-operator" in index.stdout and "dra-driver-nvidia-gpu" in index.stdout
+        _quantities_read_back_as_canonical_quantity_writes_them(tools, sandbox)
+        _one_field_manager_for_labels_and_taints_erases_the_labels(tools, sandbox, plan)
     finally:
         sandbox_cluster.down(plan.name, tools, say=lambda _: None)
     assert not sandbox.folder.exists()
     assert not _processes_naming(sandboxes)
+
+
+def _apply(tools: Toolbox, sandbox: sandbox_cluster.Sandbox, manager: str, document: dict[str, Any]) -> None:
+    subprocess.run(
+        [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "apply",
+         "--server-side", "--force-conflicts", "--field-manager", manager, "-f", "-"],
+        input=json.dumps(document), capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+
+
+def _quantities_read_back_as_canonical_quantity_writes_them(
+    tools: Toolbox, sandbox: sandbox_cluster.Sandbox
+) -> None:
+    from themelio_gpu.k8s.quantity import canonical_quantity
+
+    values = [0, 8, 64, 999, 1000, 1500, 2000, 64000, 1000000, 1234000]
+    hard = {f"requests.example.com/q{v}": str(v) for v in values}
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}}
+    _apply(tools, sandbox, "probe", {**quota, "spec": {"hard": hard}})
+    stored = _kubectl(tools, sandbox, "get", "resourcequota", "q", "-n", "default")["spec"]["hard"]
+    assert {key: stored[key] for key in hard} == {
+        f"requests.example.com/q{v}": canonical_quantity(v) for v in values
+    }
+
+
+def _one_field_manager_for_labels_and_taints_erases_the_labels(
+    tools: Toolbox, sandbox: sandbox_cluster.Sandbox, plan: ClusterPlan
+) -> None:
+    """What the providers send for kubernetes_labels then kubernetes_node_taint on one node (server-side apply
+    of metadata.labels, then of spec.taints, forced): under one manager the second erases the first's labels
+    (#2247); under the stack's two managers (names.taint_field_manager) both stay."""
+    node = "gpu-a"
+    labels: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {"example.com/probe": "x"}}}
+    taints: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
+              "spec": {"taints": [{"key": "example.com/probe", "value": "x", "effect": "NoSchedule"}]}}  # fmt: skip
+    _apply(tools, sandbox, "one-manager", labels)
+    _apply(tools, sandbox, "one-manager", taints)
+    after = _kubectl(tools, sandbox, "get", "node", node)
+    assert "example.com/probe" not in after["metadata"]["labels"]  # the defect, as the API server does it
+    _apply(tools, sandbox, plan.names.field_manager, labels)
+    _apply(tools, sandbox, plan.names.taint_field_manager, taints)
+    _apply(tools, sandbox, plan.names.field_manager, labels)
+    after = _kubectl(tools, sandbox, "get", "node", node)
+    assert after["metadata"]["labels"]["example.com/probe"] == "x"
+    assert after["spec"]["taints"] == taints["spec"]["taints"]
 
 
 def test_an_old_kubernetes_without_the_gate_drops_extended_resource_name_as_validate_says(

@@ -36,6 +36,7 @@ from themelio_gpu.constructs.providers import (
 from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.clusters.definition import KarpenterNodes, NodePool
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
+from themelio_gpu.k8s.quantity import canonical_quantity
 
 
 class GpuNodePool:
@@ -119,7 +120,8 @@ class GpuNodePool:
             }
         }
         if karpenter.max_gpus is not None:
-            spec["limits"] = {"nvidia.com/gpu": str(karpenter.max_gpus)}
+            # As the API server stores it (1000 -> 1k): anything else reads back changed after apply.
+            spec["limits"] = {"nvidia.com/gpu": canonical_quantity(karpenter.max_gpus)}
         node_pool = Manifest(
             self.stack,
             karpenter_node_pool_id(contract.name),

@@ -124,7 +124,9 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
             children.run(["go", "mod", "download", "-json", f"{tool.module}@{tool.version}"], scratch, env, log)
             found = re.findall(r'"Dir": "([^"]+)"', log.read_text())
             if not found:
-                raise BuildError(f"{tool.name}: `go mod download` named no folder for {tool.module}@{tool.version}")
+                raise BuildError(
+                    f"{tool.name}: `go mod download` named no folder for {tool.module}@{tool.version}"
+                )
             for name, path in tool.files.items():
                 shutil.copyfile(Path(found[-1]) / path, out / name)
             workdir = scratch

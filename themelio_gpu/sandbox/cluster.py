@@ -111,6 +111,23 @@ def feature_gate_args(definition: ClusterDefinition) -> dict[str, list[str]]:
     return args
 
 
+def _kwokctl_configuration(args: dict[str, list[str]]) -> str:
+    patches = [
+        {
+            "name": component,
+            "extraArgs": [dict(zip(("key", "value"), f.split("=", 1), strict=True)) for f in flags],
+        }
+        for component, flags in args.items()
+        if flags
+    ]
+    document = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokctlConfiguration",
+        "componentsPatches": patches,
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
 def _kubectl(toolbox: Toolbox, sandbox: Sandbox, *args: str, stdin: str | None = None) -> str:
     command = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), *args]
     result = interrupts.run(command, input=stdin) if stdin is not None else interrupts.run(command)
@@ -168,9 +185,11 @@ def up(
         ]  # fmt: skip
         if port is not None:
             command += ["--kube-apiserver-port", str(port)]
-        for component, flags in args.items():
-            for flag in flags:
-                command += ["--extra-args", f"{component}={flag}"]
+        # The components' flags through a configuration file: kwokctl 0.8.0's --extra-args panics when two
+        # components each get two (it indexes its list of patches by the position of the flag).
+        config = sandbox.folder / "kwokctl.yaml"
+        config.write_text(_kwokctl_configuration(args))
+        command += ["--config", str(config)]
         say(
             f"sandbox: starting the control plane of {plan.name} (Kubernetes {plan.definition.kubernetes_version} rules)"
         )

@@ -98,6 +98,20 @@ def register(commands: Any) -> None:
     check.set_defaults(run=run, sandbox_run=_check, port=None, keep=False)
 
 
+UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm", "karpenter-crds")
+
+
+def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
+    """The tools these clusters' sandboxes need: the control plane at each one's version; to deploy, the
+    provider stand-ins (and OpenTofu with --with tofu)."""
+    needed = {*UP_TOOLS, *(cluster.kubernetes_tool(p.definition) for p in plans)}
+    if runner is not None:
+        needed.add("provider-standin")
+        if runner == "tofu":
+            needed.add("opentofu")
+    return toolbox(tuple(sorted(needed)))
+
+
 def _tools(args: argparse.Namespace) -> int:
     return build.build(args.names, jobs=args.jobs, force=args.force)
 
@@ -121,8 +135,7 @@ def _say(text: str) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     plan = _plan_of(args)
-    tools = toolbox()
-    _start(plan, tools, args)
+    _start(plan, _needed([plan], None), args)
     return EXIT_OK
 
 
@@ -153,7 +166,7 @@ def _show(steps: Sequence[deploy.Step]) -> None:
 
 def _apply(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     plan = plan or _plan_of(args)
-    tools = tools or toolbox()
+    tools = tools or _needed([plan], args.runner)
     sandbox = _sandbox_of(plan.name)
     steps = deploy.execute("apply", args.runner, plan, sandbox, tools, *_inputs(args))
     _show(steps)
@@ -173,7 +186,8 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, Path]:
 
 def _plan(args: argparse.Namespace) -> int:
     plan = _plan_of(args)
-    steps = deploy.execute("plan", args.runner, plan, _sandbox_of(plan.name), toolbox(), *_inputs(args))
+    sandbox = _sandbox_of(plan.name)
+    steps = deploy.execute("plan", args.runner, plan, sandbox, _needed([plan], args.runner), *_inputs(args))
     _show(steps)
     last = steps[-1]
     if last.code == 2:
@@ -188,10 +202,11 @@ def _kubeconfig(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     sandbox = cluster.Sandbox(args.cluster)
-    tools = tools or toolbox()
+    tools = tools or toolbox(UP_TOOLS)
     code = EXIT_OK
     if sandbox.exists() and deploy.has_state(sandbox):
         plan = plan or _plan_of(args)
+        tools = _needed([plan], args.runner)
         steps = deploy.execute("destroy", args.runner, plan, sandbox, tools, *_inputs(args))
         _show(steps)
         left = inventory.leftovers(sandbox, tools)
@@ -209,7 +224,7 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
     """Everything CI asks of a stack, with figures; the sandbox is removed at the end (or on failure,
     unless --keep)."""
     plan = plan or _plan_of(args)
-    tools = tools or toolbox()
+    tools = tools or _needed([plan], args.runner)
     figures: dict[str, Any] = {"cluster": plan.name, "runner": args.runner}
     started = time.monotonic()
     _start(plan, tools, args)
@@ -237,7 +252,6 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
 def _check(args: argparse.Namespace) -> int:
     paths = input_paths(args.catalog, args.stacks_dir)
     fleet = load_fleet(paths.catalog, paths.stacks_dir)
-    tools = toolbox()
     if args.clusters or args.every:
         wanted = set(args.clusters) if args.clusters else {p.name for p in fleet.clusters}
         unknown = sorted(wanted - {p.name for p in fleet.clusters})
@@ -249,6 +263,7 @@ def _check(args: argparse.Namespace) -> int:
         chosen = [(p, ["named" if args.clusters else "every cluster"]) for p in fleet.clusters if p.name in wanted]
     else:
         chosen = coverage.covering(fleet.clusters)
+    tools = _needed([p for p, _ in chosen], args.runner)
     _say(f"sandbox check: {len(chosen)} of {len(fleet.clusters)} clusters of {paths.stacks_dir}")
     for plan, why in chosen:
         _say(f"  {plan.name}: {', '.join(why)}")

@@ -141,7 +141,7 @@ def resource_slice(node: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _node(
-    name: str, labels: dict[str, str], taints: list[dict[str, str]], allocatable: dict[str, str]
+    name: str, labels: dict[str, str], taints: list[dict[str, str]], allocatable: dict[str, str], kubelet: str
 ) -> dict[str, Any]:
     manifest: dict[str, Any] = {
         "apiVersion": "v1",
@@ -161,7 +161,18 @@ def _node(
         "status": {
             "allocatable": allocatable,
             "capacity": allocatable,
-            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "machineID": _stable_uuid("machine", name).replace("-", ""),
+                "systemUUID": _stable_uuid("system", name),
+                "bootID": _stable_uuid("boot", name),
+                "kernelVersion": "6.8.0",
+                "osImage": "Ubuntu 24.04 LTS",
+                "containerRuntimeVersion": "containerd://2.1.0",
+                "kubeletVersion": kubelet,
+                "kubeProxyVersion": "",
+            },
         },
     }
     if taints:
@@ -195,6 +206,8 @@ def _names(pool: NodePool, cluster: str) -> Iterator[tuple[str, str]]:
 def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
     """Every node of every pool of the cluster, with its slices, in the cluster file's order."""
     contracts = {c.name: c for c in plan.pools}
+    version = plan.definition.kubernetes_version.lstrip("v")
+    kubelet = f"v{version}" if version.count(".") == 2 else f"v{version}.0"
     nodes: list[SimulatedNode] = []
     for pool in plan.definition.node_pools:
         contract = contracts[pool.name]
@@ -219,6 +232,8 @@ def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
                 mig = dict(contract.mig_devices) if contract.mig_devices is not None else None
                 slices = (resource_slice(name, gpu_devices(name, contract.product, contract.gpus_per_node, mig)),)
             nodes.append(
-                SimulatedNode(name, pool.name, kind, _node(name, labels, taints, _allocatable(contract)), slices)
+                SimulatedNode(
+                    name, pool.name, kind, _node(name, labels, taints, _allocatable(contract), kubelet), slices
+                )
             )
     return nodes

@@ -66,11 +66,7 @@ class Tool:
 
     def ready(self, go_version: str) -> bool:
         stamp = self.folder / ".recipe"
-        return (
-            stamp.is_file()
-            and stamp.read_text().strip() == self.recipe(go_version)
-            and self.built()
-        )
+        return stamp.is_file() and stamp.read_text().strip() == self.recipe(go_version) and self.built()
 
     def built(self) -> bool:
         """Every binary is there and executable, and every file is there."""
