@@ -43,6 +43,8 @@ type Settings struct {
 	Token                 string
 	ProxyURL              string
 	Exec                  *Exec
+	// Namespace, when set, overrides the context's namespace (the helm provider sets the release's).
+	Namespace string
 	// HelmHostTLS: the helm provider defaults host to https when a CA, a client certificate or insecure is set;
 	// the kubernetes provider only when a CA or a client certificate is set and insecure is not.
 	HelmHostTLS bool
@@ -143,6 +145,9 @@ func (s Settings) ClientConfig() (clientcmd.ClientConfig, error) {
 	}
 	if s.ProxyURL != "" {
 		overrides.ClusterDefaults.ProxyURL = s.ProxyURL
+	}
+	if s.Namespace != "" {
+		overrides.Context.Namespace = s.Namespace
 	}
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loader, overrides), nil
 }
