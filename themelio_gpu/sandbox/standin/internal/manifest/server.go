@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -15,6 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -177,11 +182,16 @@ func (s *Server) ConfigureProvider(ctx context.Context, req *tfprotov5.Configure
 	}
 	rc, err := st.RESTConfig()
 	if err != nil {
-		resp.Diagnostics = append(resp.Diagnostics, &tfprotov5.Diagnostic{Severity: tfprotov5.DiagnosticSeverityWarning,
-			Summary: "Provider was supplied an invalid configuration. Further operations likely to fail.", Detail: err.Error()})
-		rc = &rest.Config{}
+		s.configured = true
+		if errors.Is(err, clientcmd.ErrEmptyConfig) {
+			return resp, nil // as the real provider: no error now, every operation then fails for want of a client
+		}
+		resp.Diagnostics = append(resp.Diagnostics, errDiag(nil, "Provider configuration: cannot load Kubernetes client config", err.Error()))
+		return resp, nil
 	}
 	rc.UserAgent = standin.UserAgent("kubernetes", s.Version, req.TerraformVersion)
+	codec := runtime.NoopEncoder{Decoder: scheme.Codecs.UniversalDecoder()}
+	rc.NegotiatedSerializer = serializer.NegotiatedSerializerWrapper(runtime.SerializerInfo{Serializer: codec})
 	s.config = rc
 	s.configured = true
 	return resp, nil
@@ -190,9 +200,8 @@ func (s *Server) ConfigureProvider(ctx context.Context, req *tfprotov5.Configure
 func (s *Server) canExecute() []*tfprotov5.Diagnostic {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.configured || s.config == nil {
-		return []*tfprotov5.Diagnostic{errDiag(nil, "Provider not configured",
-			"The provider hasn't been configured before this operation. This may be a bug in the provider or an issue with the Terraform configuration.")}
+	if s.config == nil {
+		return []*tfprotov5.Diagnostic{errDiag(nil, "Failed to construct REST client", "cannot create REST client: no client config")}
 	}
 	return nil
 }
