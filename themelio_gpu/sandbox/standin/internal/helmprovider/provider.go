@@ -109,7 +109,9 @@ func (p *HelmProvider) Metadata(ctx context.Context, req provider.MetadataReques
 	resp.Version = p.version
 }
 
-func optStr(desc string) schema.StringAttribute { return schema.StringAttribute{Optional: true, Description: desc} }
+func optStr(desc string) schema.StringAttribute {
+	return schema.StringAttribute{Optional: true, Description: desc}
+}
 
 func (p *HelmProvider) Schema(ctx context.Context, req provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{

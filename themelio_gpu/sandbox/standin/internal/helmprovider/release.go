@@ -149,7 +149,9 @@ func (stateIfEmpty) PlanModifyString(ctx context.Context, req planmodifier.Strin
 
 type develIfVersion struct{}
 
-func (develIfVersion) Description(context.Context) string                 { return "Suppress changes if the version is set" }
+func (develIfVersion) Description(context.Context) string {
+	return "Suppress changes if the version is set"
+}
 func (m develIfVersion) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
 func (develIfVersion) PlanModifyBool(ctx context.Context, req planmodifier.BoolRequest, resp *planmodifier.BoolResponse) {
 	var v types.String
@@ -161,7 +163,9 @@ func (develIfVersion) PlanModifyBool(ctx context.Context, req planmodifier.BoolR
 
 type keyringIfNoVerify struct{}
 
-func (keyringIfNoVerify) Description(context.Context) string                 { return "Suppress changes if verify is false" }
+func (keyringIfNoVerify) Description(context.Context) string {
+	return "Suppress changes if verify is false"
+}
 func (m keyringIfNoVerify) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
 func (keyringIfNoVerify) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
 	var v types.Bool

@@ -967,4 +967,3 @@ func waitFor(ctx context.Context, cfg tftypes.Value, rs dynamic.ResourceInterfac
 		time.Sleep(waiterSleep)
 	}
 }
-

@@ -17,15 +17,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"themelio.local/sandbox-standin/internal/kubeconf"
 	"themelio.local/sandbox-standin/internal/standin"
@@ -43,23 +43,23 @@ type Server struct {
 	configUnknown bool
 	configured    bool
 
-	dynOnce     sync.Once
-	dyn         dynamic.Interface
-	dynErr      error
-	mapperOnce  sync.Once
-	mapper      meta.RESTMapper
-	mapperErr   error
-	oapiOnce    sync.Once
-	oapi        *openAPIv2
-	oapiErr     error
-	crdsOnce    sync.Once
-	crds        []unstructured.Unstructured
-	crdsErr     error
-	credsOnce   sync.Once
-	credsDiags  []*tfprotov5.Diagnostic
-	restOnce    sync.Once
-	restClient  rest.Interface
-	restErr     error
+	dynOnce    sync.Once
+	dyn        dynamic.Interface
+	dynErr     error
+	mapperOnce sync.Once
+	mapper     meta.RESTMapper
+	mapperErr  error
+	oapiOnce   sync.Once
+	oapi       *openAPIv2
+	oapiErr    error
+	crdsOnce   sync.Once
+	crds       []unstructured.Unstructured
+	crdsErr    error
+	credsOnce  sync.Once
+	credsDiags []*tfprotov5.Diagnostic
+	restOnce   sync.Once
+	restClient rest.Interface
+	restErr    error
 }
 
 func (s *Server) GetMetadata(ctx context.Context, _ *tfprotov5.GetMetadataRequest) (*tfprotov5.GetMetadataResponse, error) {
@@ -254,7 +254,7 @@ func (s *Server) openAPI() (*openAPIv2, error) {
 			s.oapiErr = fmt.Errorf("failed get OpenAPI spec: %s", err)
 			return
 		}
-		raw, err := rc.Verb("GET").Timeout(30 * time.Second).AbsPath("openapi", "v2").SetHeader("Accept", "application/json").DoRaw(context.TODO())
+		raw, err := rc.Verb("GET").Timeout(30*time.Second).AbsPath("openapi", "v2").SetHeader("Accept", "application/json").DoRaw(context.TODO())
 		if err != nil {
 			s.oapiErr = fmt.Errorf("failed get OpenAPI spec: %s", err)
 			return
