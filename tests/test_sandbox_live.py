@@ -134,12 +134,13 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
         )
         assert version["gitVersion"] == tools.tools["kubernetes-1.36"].version  # stamped: helm checks kubeVersion
         nodes = {n["metadata"]["name"]: n for n in _kubectl(tools, sandbox, "get", "nodes")["items"]}
-        assert sorted(nodes) == ["gpu-a", "live-sliced-0", "live-sliced-1"]
+        assert sorted(nodes) == ["gpu-a", "live-sliced-0", "live-sliced-1", "system-0"]
         for node in nodes.values():
             assert "nvidia.com/gpu" not in node["status"]["allocatable"]  # DRA pools: no device plugin name
             ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
             assert ready.get("Ready") == "True", node["metadata"]["name"]  # kwok keeps it Ready
-        assert node["spec"]["taints"] == [t.as_object() for t in plan.pools[1].taints]
+        assert nodes["live-sliced-1"]["spec"]["taints"] == [t.as_object() for t in plan.pools[1].taints]
+        assert "taints" not in nodes["system-0"]["spec"]
         slices = _kubectl(tools, sandbox, "get", "resourceslices")["items"]
         devices = {s["spec"]["nodeName"]: len(s["spec"]["devices"]) for s in slices}
         assert devices == {"gpu-a": 2, "live-sliced-0": 7, "live-sliced-1": 7}

@@ -226,7 +226,7 @@ def up(
         }
         sandbox.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
         kinds = ", ".join(
-            f"{sum(1 for n in nodes if n.kind == k)} {k}" for k in ("static", "provisioned", "karpenter")
+            f"{sum(1 for n in nodes if n.kind == k)} {k}" for k in ("static", "provisioned", "karpenter", "system")
             if any(n.kind == k for n in nodes)
         )  # fmt: skip
         say(

@@ -79,6 +79,7 @@ def register(commands: Any) -> None:
                 "--port", type=int, help="the API server's port on 127.0.0.1 (default: a free one)"
             )
             parser.add_argument("--keep", action="store_true", help="on failure, keep the sandbox for a look")
+        if name in ("up", "down", "run"):
             parser.add_argument("--charts", metavar="DIR", help="the chart cache (default: .cache/charts)")
         if name in ("apply", "plan", "down", "run"):
             parser.add_argument("--with", dest="runner", choices=ENGINES, default="terraform",
@@ -209,11 +210,13 @@ def _down(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Tool
         tools = _needed([plan], args.runner)
         steps = deploy.execute("destroy", args.runner, plan, sandbox, tools, *_inputs(args))
         _show(steps)
-        left = inventory.leftovers(sandbox, tools)
-        if left:
-            _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy:")
-            for line in left:
-                _say(f"  {line}")
+        left, kept = inventory.leftovers(sandbox, tools, inventory.kept_by_helm(plan, chart_cache(args.charts)))
+        if kept:
+            _say(f"sandbox: {len(kept)} object(s) Helm keeps after uninstall by design (its charts' CRDs, the "
+                 f"namespaces it created; docs/sandbox.md): {', '.join(kept)}")  # fmt: skip
+        _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
+        for line in left:
+            _say(f"  {line}")
         if any(s.code != 0 for s in steps) or left:
             code = EXIT_FAILED
     cluster.down(args.cluster, tools, say=_say)
@@ -235,6 +238,9 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
         code = _apply(args, plan, tools)
         figures["apply_and_plan_seconds"] = round(time.monotonic() - mark, 1)
         ok = code == EXIT_OK
+    except interrupts.Interrupted:
+        args.keep = False  # an interrupted run leaves nothing, --keep or not
+        raise
     finally:
         if ok or not args.keep:
             mark = time.monotonic()

@@ -91,12 +91,35 @@ def _chart_repository(plan: ClusterPlan, sandbox: Sandbox) -> str:
     return str(url)
 
 
+def _api_access(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
+    """For a cluster reached by host and exec plugin (`access.api`): the sandbox's server and CA, and an exec
+    plugin that hands out the sandbox's client certificate, in the providers' own arguments."""
+    config = yaml.safe_load(sandbox.kubeconfig.read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    ca_file = config["clusters"][0]["cluster"]["certificate-authority"]
+    access = plan.definition.access.api
+    assert access is not None
+    exec_plugin = {
+        "api_version": access.exec.api_version,
+        "command": sys.executable,
+        "args": ["-m", "themelio_gpu.sandbox.credential", str(sandbox.kubeconfig), access.exec.api_version],
+        "env": {"PYTHONPATH": str(PROJECT_ROOT)},
+    }
+    settings = {"host": server, "cluster_ca_certificate": Path(ca_file).read_text()}
+    return {
+        "kubernetes": {**settings, "exec": [exec_plugin]},
+        "helm": {"kubernetes": {**settings, "exec": exec_plugin}},
+    }
+
+
 def _override(plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any]) -> dict[str, Any]:
     releases = stack.get("resource", {}).get("helm_release", {})
     repository = _chart_repository(plan, sandbox)
     override: dict[str, Any] = {
         "terraform": {"backend": {"local": {"path": str(sandbox.folder / "terraform.tfstate")}}},
     }
+    if plan.definition.access.api is not None:
+        override["provider"] = _api_access(plan, sandbox)
     if releases:
         override["resource"] = {"helm_release": {name: {"repository": repository} for name in sorted(releases)}}
     return override
@@ -120,10 +143,13 @@ def _environment(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, str]:
         return env
     rc = sandbox.folder / "terraformrc"
     mirror = provider_mirror(sandbox, toolbox)
+    patterns = json.dumps(
+        [f"{registry}/hashicorp/{provider}" for registry in REGISTRIES for provider in PROVIDERS]
+    )
     rc.write_text(
         "provider_installation {\n"
-        f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = ["*/hashicorp/*"]\n  }}\n'
-        '  direct {\n    exclude = ["*/hashicorp/*"]\n  }\n}\n'
+        f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = {patterns}\n  }}\n'
+        f"  direct {{\n    exclude = {patterns}\n  }}\n}}\n"
     )
     env["TF_CLI_CONFIG_FILE"] = str(rc)
     env.pop("TF_DISABLE_PLUGIN_TLS", None)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from themelio_gpu import interrupts
+from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
@@ -59,18 +63,39 @@ def record_baseline(sandbox: Sandbox, toolbox: Toolbox) -> None:
     (sandbox.folder / "baseline.json").write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
 
 
-def leftovers(sandbox: Sandbox, toolbox: Toolbox, wait: float = 60.0) -> list[str]:
+def kept_by_helm(plan: ClusterPlan, charts: Path) -> set[str]:
+    """What Helm leaves after `uninstall` by design, never the stack's to remove: the CRDs of each chart's
+    `crds/` folders (and the APIService the API server serves for each of their versions), which Helm never
+    deletes (helm.sh/docs/chart_best_practices/custom_resource_definitions), and the namespace Helm created
+    for a release (`create_namespace`; `helm uninstall` leaves it)."""
+    kept = {f"Namespace//{release.namespace}" for release in plan.releases}
+    for release in plan.releases:
+        folder = charts / f"{release.chart}-{release.version}"
+        for file in sorted(folder.glob("**/crds/**/*.yaml")):
+            for document in yaml.safe_load_all(file.read_text()):
+                if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
+                    spec = document.get("spec", {})
+                    kept.add(f"CustomResourceDefinition//{document['metadata']['name']}")
+                    for version in spec.get("versions", []):
+                        kept.add(f"APIService//{version['name']}.{spec.get('group')}")
+    return kept
+
+
+def leftovers(
+    sandbox: Sandbox, toolbox: Toolbox, kept: set[str], wait: float = 60.0
+) -> tuple[list[str], list[str]]:
     """What is in the API after destroy that was not there before apply (namespaces are given `wait` seconds to
-    finish terminating), and node labels or taints that differ from before apply."""
+    finish terminating), and node labels or taints that differ from before apply; apart, what of it `kept`
+    names (what Helm keeps by design)."""
     baseline = json.loads((sandbox.folder / "baseline.json").read_text())
     before = set(baseline["objects"])
     deadline = time.monotonic() + wait
     while True:
         extra = sorted(api_objects(sandbox, toolbox) - before)
-        if not any(e.startswith("Namespace/") for e in extra) or time.monotonic() > deadline:
+        if not any(e.startswith("Namespace/") and e not in kept for e in extra) or time.monotonic() > deadline:
             break
         time.sleep(1)
-    lines = [f"{e}" for e in extra]
+    lines = [e for e in extra if e not in kept]
     for node, now in node_contract(sandbox, toolbox).items():
         then = baseline["nodes"].get(node, {"labels": {}, "taints": []})
         for key in sorted(set(now["labels"]) | set(then["labels"])):
@@ -80,4 +105,4 @@ def leftovers(sandbox: Sandbox, toolbox: Toolbox, wait: float = 60.0) -> list[st
                 )
         if now["taints"] != then["taints"]:
             lines.append(f"Node/{node}: taints {now['taints']} (before apply: {then['taints']})")
-    return lines
+    return lines, [e for e in extra if e in kept]

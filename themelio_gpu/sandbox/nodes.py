@@ -7,7 +7,8 @@ pods without containers). Per pool kind:
 - provisioned: `PROVISIONED_NODES` nodes per pool, registered as the stack's output tells a node group to
   register them (the contract's labels and taints, as `--node-labels` and `--register-with-taints` give);
 - karpenter: one node per pool as Karpenter makes it from the NodePool: the template's labels and taints,
-  `karpenter.sh/nodepool`, the first instance type and capacity type.
+  `karpenter.sh/nodepool`, the first instance type and capacity type;
+and one CPU node without GPUs or taints (`SYSTEM_NODE`), where the cluster's controllers run.
 
 A DRA pool's node publishes its GPUs as the NVIDIA DRA driver's kubelet plugin does (driver `gpu.nvidia.com`,
 one pool per node, whole GPUs as `type: gpu` devices, or with MIG on, only its MIG devices, `type: mig`),
@@ -30,6 +31,12 @@ from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.plan.fleet import ClusterPlan
 
+SYSTEM_NODE = "system-0"
+"""The one CPU node of every sandbox: a real cluster runs its controllers (the GPU Operator, NFD's master) on
+nodes without the GPU taint, and Helm's wait never ends without one."""
+NFD_NVIDIA_PCI = {"feature.node.kubernetes.io/pci-10de.present": "true"}
+"""What NFD's worker labels a node with an NVIDIA PCI device (vendor 10de); the DRA driver's kubelet plugin
+selects on it. NFD's worker is placed here but runs nothing, so the sandbox sets what it would find."""
 PROVISIONED_NODES = 2
 """Nodes the sandbox registers for each provisioned pool (the cluster file does not say how many)."""
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
@@ -212,14 +219,15 @@ def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
     for pool in plan.definition.node_pools:
         contract = contracts[pool.name]
         for name, kind in _names(pool, plan.name):
-            labels: dict[str, str] = {}
+            labels: dict[str, str] = dict(NFD_NVIDIA_PCI)
             taints: list[dict[str, str]] = []
             if kind == "provisioned":
-                labels, taints = dict(contract.labels), _taints(contract)
+                labels, taints = {**labels, **contract.labels}, _taints(contract)
             elif kind == "karpenter":
                 karpenter = pool.provisioning.karpenter
                 assert karpenter is not None
                 labels = {
+                    **labels,
                     **contract.labels,
                     "karpenter.sh/nodepool": pool.name,
                     "karpenter.sh/capacity-type": karpenter.capacity_types[0],
@@ -236,4 +244,6 @@ def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
                     name, pool.name, kind, _node(name, labels, taints, _allocatable(contract), kubelet), slices
                 )
             )
+    system = _node(SYSTEM_NODE, {"node-role.kubernetes.io/system": ""}, [], dict(NODE_ALLOCATABLE), kubelet)
+    nodes.append(SimulatedNode(SYSTEM_NODE, "", "system", system, ()))
     return nodes
