@@ -187,7 +187,11 @@ def _one_field_manager_for_labels_and_taints_erases_the_labels(
     of metadata.labels, then of spec.taints, forced): under one manager the second erases the first's labels
     (#2247); under the stack's two managers (names.taint_field_manager) both stay."""
     node = "gpu-a"
-    labels: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {"example.com/probe": "x"}}}
+    labels: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node, "labels": {"example.com/probe": "x"}},
+    }
     taints: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
               "spec": {"taints": [{"key": "example.com/probe", "value": "x", "effect": "NoSchedule"}]}}  # fmt: skip
     _apply(tools, sandbox, "one-manager", labels)
@@ -245,8 +249,10 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _sandbox_command(tmp_path: Path, sandboxes: Path, *args: str) -> subprocess.Popen[str]:
-    catalog, stacks = write_fleet(tmp_path, [DRA_CLUSTER])
+def _sandbox_command(
+    tmp_path: Path, sandboxes: Path, *args: str, definition: dict[str, Any] = DRA_CLUSTER
+) -> subprocess.Popen[str]:
+    catalog, stacks = write_fleet(tmp_path, [definition])
     env = dict(os.environ, THEMELIO_SANDBOX_DIR=str(sandboxes), THEMELIO_CHART_CACHE=str(_charts(tmp_path)))
     return subprocess.Popen(
         [sys.executable, "-m", "themelio_gpu", "sandbox", *args, "--catalog", str(catalog), "--stacks-dir", str(stacks)],
@@ -286,3 +292,38 @@ def test_a_signal_during_up_leaves_no_process_port_or_folder(
     assert not _processes_naming(sandboxes)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # the API server's port is free again
+
+
+def test_apply_then_an_edit_plans_exit_2_and_applies_and_down_leaves_nothing_of_the_stack(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path
+) -> None:
+    """The user's loop on a sandbox, through the CLI: up, apply (the plan after it empty), an edit to the
+    cluster file makes `plan` exit 2 with the change shown, apply again, down with nothing of the stack left."""
+    try:
+        toolbox((*CONTROL_PLANE_TOOLS, "provider-standin"))
+    except MissingToolError as error:
+        unavailable(str(error))
+
+    definition = DRA_CLUSTER
+
+    def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
+        process = _sandbox_command(tmp_path, sandboxes, *args, definition=definition)
+        out, err = process.communicate(timeout=600)
+        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+    assert sandbox("up", "live").returncode == 0
+    try:
+        applied = sandbox("apply", "live")
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "sandbox: plan: ok" in applied.stdout and "No changes." in applied.stdout
+        definition = {**DRA_CLUSTER, "nodePools": [{**DRA_CLUSTER["nodePools"][0], "labels": {"example.com/team": "a"}},
+                                               DRA_CLUSTER["nodePools"][1]]}  # fmt: skip
+        planned = sandbox("plan", "live")
+        assert planned.returncode == 2, planned.stdout + planned.stderr
+        assert '"example.com/team" = "a"' in planned.stdout
+        assert sandbox("apply", "live").returncode == 0
+    finally:
+        down = sandbox("down", "live")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "0 object(s) the stack created are left after destroy" in down.stdout
+    assert not (sandboxes / "live").exists()

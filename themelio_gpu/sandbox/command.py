@@ -213,7 +213,8 @@ def _down(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Tool
         left, kept = inventory.leftovers(sandbox, tools, inventory.kept_by_helm(plan, chart_cache(args.charts)))
         if kept:
             _say(f"sandbox: {len(kept)} object(s) Helm keeps after uninstall by design (its charts' CRDs, the "
-                 f"namespaces it created; docs/sandbox.md): {', '.join(kept)}")  # fmt: skip
+                 f"namespaces it created, objects marked helm.sh/resource-policy: keep; docs/sandbox.md): "
+                 f"{', '.join(kept)}")  # fmt: skip
         _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
         for line in left:
             _say(f"  {line}")

@@ -81,6 +81,27 @@ def kept_by_helm(plan: ClusterPlan, charts: Path) -> set[str]:
     return kept
 
 
+def _kept_by_policy(sandbox: Sandbox, toolbox: Toolbox, entry: str) -> bool:
+    """An object its chart marks `helm.sh/resource-policy: keep`: Helm never deletes it, and the chart's own
+    pre-delete hook Job that would (the GPU Operator's GPUCluster) runs no container in the sandbox."""
+    kind, namespace, name = entry.split("/", 2)
+    command = [
+        str(toolbox.binary(*KUBECTL)),
+        "--kubeconfig",
+        str(sandbox.kubeconfig),
+        "get",
+        kind,
+        name,
+        "-o",
+        "json",
+    ]
+    result = interrupts.run([*command, *(["-n", namespace] if namespace else [])])
+    if result.returncode != 0:
+        return False
+    annotations = json.loads(result.stdout).get("metadata", {}).get("annotations") or {}
+    return bool(annotations.get("helm.sh/resource-policy") == "keep")
+
+
 def leftovers(
     sandbox: Sandbox, toolbox: Toolbox, kept: set[str], wait: float = 60.0
 ) -> tuple[list[str], list[str]]:
@@ -95,6 +116,7 @@ def leftovers(
         if not any(e.startswith("Namespace/") and e not in kept for e in extra) or time.monotonic() > deadline:
             break
         time.sleep(1)
+    kept = kept | {e for e in extra if e not in kept and _kept_by_policy(sandbox, toolbox, e)}
     lines = [e for e in extra if e not in kept]
     for node, now in node_contract(sandbox, toolbox).items():
         then = baseline["nodes"].get(node, {"labels": {}, "taints": []})
