@@ -235,7 +235,9 @@ def cdktf_steps(action: str, plan: ClusterPlan, sandbox: Sandbox, env: dict[str,
     # The CLI runs the app from cdktf.json in the project root; the app reads the outdir from CDKTF_OUTDIR.
     env = dict(env, CDKTF_DISABLE_PLUGIN_CACHE_ENV="1")
     verbs = {"apply": ["deploy", "--auto-approve"], "plan": ["diff"], "destroy": ["destroy", "--auto-approve"]}
-    command = [str(cli), *verbs[action], plan.name, "--output", outdir]
+    # --skip-provider-lock: the CLI's own `terraform providers lock` asks the registry for every provider,
+    # whatever TF_CLI_CONFIG_FILE says (what air-gapped teams pass too); init still records the mirror's hashes.
+    command = [str(cli), *verbs[action], plan.name, "--output", outdir, "--skip-provider-lock"]
     return [run_step(f"cdktf {verbs[action][0]}", command, PROJECT_ROOT, env)]
 
 
