@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -320,10 +321,41 @@ def test_apply_then_an_edit_plans_exit_2_and_applies_and_down_leaves_nothing_of_
                                                DRA_CLUSTER["nodePools"][1]]}  # fmt: skip
         planned = sandbox("plan", "live")
         assert planned.returncode == 2, planned.stdout + planned.stderr
-        assert '"example.com/team" = "a"' in planned.stdout
+        assert "Plan: 0 to add, 1 to change, 0 to destroy." in planned.stdout
+        assert re.search(r'\+ "example.com/team" += "a"', planned.stdout), planned.stdout
         assert sandbox("apply", "live").returncode == 0
     finally:
         down = sandbox("down", "live")
     assert down.returncode == 0, down.stdout + down.stderr
     assert "0 object(s) the stack created are left after destroy" in down.stdout
     assert not (sandboxes / "live").exists()
+
+
+def test_the_real_scheduler_places_every_offering_where_the_model_says(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path
+) -> None:
+    """ADR-0023's promise on the real scheduler: `nvidia.com/<offering>: 1` gets a device of its product and
+    MIG profile through DRA, on a pool that serves it; more devices than a node has stays Pending."""
+    from themelio_gpu.sandbox import deploy, probe
+
+    try:
+        toolbox((*CONTROL_PLANE_TOOLS, "provider-standin"))
+    except MissingToolError as error:
+        unavailable(str(error))
+    catalog, stacks = write_fleet(tmp_path, [DRA_CLUSTER])
+    plan = plan_of(fleet_of(tmp_path, DRA_CLUSTER), "live")
+    sandbox = sandbox_cluster.up(plan, tools, _charts(tmp_path), say=lambda _: None)
+    try:
+        steps = deploy.execute("apply", "terraform", plan, sandbox, tools, catalog, stacks)
+        assert [s.code for s in steps] == [0, 0, 0], steps[-1].output[-3000:]
+        rows = probe.probe(plan, sandbox, tools)
+    finally:
+        deploy.execute("destroy", "terraform", plan, sandbox, tools, catalog, stacks)
+        sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+    assert all(row.agrees for row in rows), probe.as_table(rows)
+    placed = {(row.name, row.count): row for row in rows}
+    whole = placed[("nvidia.com/a100", 1)]
+    assert (whole.pool, whole.devices) == ("whole", ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"])
+    sliced = placed[("nvidia.com/a100-mig-1g.5gb", 1)]
+    assert sliced.pool == "sliced" and sliced.devices == ["NVIDIA A100-SXM4-40GB 1g.5gb 5Gi"]
+    assert placed[("nvidia.com/a100", 3)].pending  # two GPUs a node: three stay Pending

@@ -22,7 +22,7 @@ from typing import Any
 from themelio_gpu import interrupts
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.plan.fleet import ClusterPlan, load_fleet
-from themelio_gpu.sandbox import build, cluster, coverage, deploy, inventory
+from themelio_gpu.sandbox import build, cluster, coverage, deploy, inventory, probe
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 from themelio_gpu.settings import chart_cache, input_paths
@@ -37,6 +37,8 @@ EXITS = {
     "kubeconfig": "0 printed, 2 no sandbox of that cluster",
     "down": "0 destroyed and stopped with nothing left, 1 destroy failed or objects are left (listed), 2 bad input",
     "run": "0 every step passed, 1 a step failed (the sandbox is removed unless --keep), 2 bad input",
+    "probe": "0 every pod landed where the model says with the devices its offering names, 1 a row disagrees "
+    "(both answers shown), 2 bad input or no sandbox",
     "check": "0 every chosen cluster passed `run`, 1 one failed (each is listed), 2 bad input",
     "tools": "0 every tool is built, 1 a build failed (the end of its log is printed), 2 no Go or no such tool",
 }
@@ -65,6 +67,7 @@ def register(commands: Any) -> None:
         ("plan", "plan the cluster's stack against its sandbox"),
         ("kubeconfig", "print the path of the sandbox's kubeconfig"),
         ("down", "destroy the stack, stop the sandbox and remove its folder"),
+        ("probe", "ask the real scheduler for every GPU name the applied stack serves"),
         ("run", "up, apply, plan, destroy and down in one go"),
     ):
         parser = sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.",
@@ -79,6 +82,10 @@ def register(commands: Any) -> None:
                 "--port", type=int, help="the API server's port on 127.0.0.1 (default: a free one)"
             )
             parser.add_argument("--keep", action="store_true", help="on failure, keep the sandbox for a look")
+        if name in ("probe", "run"):
+            parser.add_argument("--json", action="store_true", help="the probe's rows as JSON")
+        if name == "run":
+            parser.add_argument("--probe", action="store_true", help="probe after apply; a disagreeing row fails")
         if name in ("up", "down", "run"):
             parser.add_argument("--charts", metavar="DIR", help="the chart cache (default: .cache/charts)")
         if name in ("apply", "plan", "down", "run"):
@@ -96,7 +103,8 @@ def register(commands: Any) -> None:
     check.add_argument("--stacks-dir", metavar="DIR", help="folder of cluster definitions (default: stacks/)")
     check.add_argument("--with", dest="runner", choices=ENGINES, default="terraform", help="as for run")
     check.add_argument("--charts", metavar="DIR", help="the chart cache (default: .cache/charts)")
-    check.set_defaults(run=run, sandbox_run=_check, port=None, keep=False)
+    check.add_argument("--probe", action="store_true", help="probe every cluster after apply")
+    check.set_defaults(run=run, sandbox_run=_check, port=None, keep=False, json=False)
 
 
 UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm", "karpenter-crds")
@@ -238,6 +246,10 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
         mark = time.monotonic()
         code = _apply(args, plan, tools)
         figures["apply_and_plan_seconds"] = round(time.monotonic() - mark, 1)
+        if code == EXIT_OK and args.probe:
+            mark = time.monotonic()
+            code = _probe(args, plan, tools)
+            figures["probe_seconds"] = round(time.monotonic() - mark, 1)
         ok = code == EXIT_OK
     except interrupts.Interrupted:
         args.keep = False  # an interrupted run leaves nothing, --keep or not
@@ -286,7 +298,30 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-_SUBCOMMANDS = {"up": _up, "apply": _apply, "plan": _plan, "kubeconfig": _kubeconfig, "down": _down, "run": _run}
+def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
+    plan = plan or _plan_of(args)
+    tools = tools or _needed([plan], None)
+    rows = probe.probe(plan, _sandbox_of(plan.name), tools)
+    if args.json:
+        print(probe.as_json(rows))
+    else:
+        print(probe.as_table(rows))
+    agreeing = sum(r.agrees for r in rows)
+    _say(
+        f"sandbox probe: {plan.name}: {len(rows)} pods, {agreeing} where the model says, {len(rows) - agreeing} not"
+    )
+    return EXIT_OK if agreeing == len(rows) else EXIT_FAILED
+
+
+_SUBCOMMANDS = {
+    "up": _up,
+    "apply": _apply,
+    "plan": _plan,
+    "kubeconfig": _kubeconfig,
+    "down": _down,
+    "run": _run,
+    "probe": _probe,
+}
 
 
 def run(args: argparse.Namespace) -> int:
