@@ -98,6 +98,7 @@ schemas: .venv/.synced
 
 bench: .venv/.synced
 	$(VENV)/python scripts/benchmark.py
+	$(VENV)/python scripts/sandbox_bench.py
 
 lock:
 	./scripts/lock.sh
