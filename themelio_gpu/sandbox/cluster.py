@@ -209,6 +209,7 @@ def up(
                      "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")  # fmt: skip
         nodes = simulated_nodes(plan)
         _register(toolbox, sandbox, nodes)
+        _kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
         repository = sandbox.folder / "charts"
         packaged = chart_repository.package_charts(plan, charts, toolbox.binary("helm"), repository)
         pid, chart_port = chart_repository.start_server(repository, sandbox.folder / "chart-repository.log")

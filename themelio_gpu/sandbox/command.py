@@ -12,6 +12,7 @@ run CLUSTER             up, apply, second plan, destroy, down: what CI runs on e
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -301,16 +302,25 @@ def _check(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], None)
-    rows = probe.probe(plan, _sandbox_of(plan.name), tools)
+    sandbox = _sandbox_of(plan.name)
+    rows = probe.probe(plan, sandbox, tools)
+    quota = probe.quota_probe(plan, sandbox, tools)
     if args.json:
-        print(probe.as_json(rows))
+        report = {
+            "placement": json.loads(probe.as_json(rows)),
+            "quota": [{**dataclasses.asdict(q), "agrees": q.agrees} for q in quota],
+        }
+        print(json.dumps(report, indent=2))
     else:
         print(probe.as_table(rows))
+        print(probe.quota_table(quota))
     agreeing = sum(r.agrees for r in rows)
+    closed = sum(q.agrees for q in quota)
     _say(
-        f"sandbox probe: {plan.name}: {len(rows)} pods, {agreeing} where the model says, {len(rows) - agreeing} not"
+        f"sandbox probe: {plan.name}: {len(rows)} pods, {agreeing} where the model says, {len(rows) - agreeing} not; "
+        f"quota: {len(quota)} attempts, {closed} as the quota model says, {len(quota) - closed} not"
     )
-    return EXIT_OK if agreeing == len(rows) else EXIT_FAILED
+    return EXIT_OK if agreeing == len(rows) and closed == len(quota) else EXIT_FAILED
 
 
 _SUBCOMMANDS = {

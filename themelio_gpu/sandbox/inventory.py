@@ -43,16 +43,27 @@ def api_objects(sandbox: Sandbox, toolbox: Toolbox) -> set[str]:
     return {line for line in listed.stdout.splitlines() if line and not line.endswith("/kube-root-ca.crt")}
 
 
+CONTROL_PLANE_NODE_KEYS = ("beta.kubernetes.io/", "node.kubernetes.io/")
+"""Node labels and taints the control plane itself sets and clears (the deprecated beta labels, the node
+lifecycle controller's not-ready and unreachable taints): never the stack's."""
+
+
+def _stack_keys(items: dict[str, str] | list[dict[str, str]]) -> Any:
+    if isinstance(items, dict):
+        return {k: v for k, v in items.items() if not k.startswith(CONTROL_PLANE_NODE_KEYS)}
+    return sorted(json.dumps(t, sort_keys=True) for t in items if not t["key"].startswith(CONTROL_PLANE_NODE_KEYS))
+
+
 def node_contract(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, Any]:
-    """Each node's labels and taints, to compare before apply and after destroy."""
+    """Each node's labels and taints, less the control plane's own, to compare before apply and after destroy."""
     kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
     result = interrupts.run([*kubectl, "get", "nodes", "-o", "json"])
     if result.returncode != 0:
         raise SandboxError(f"kubectl get nodes: {result.stderr.strip()}")
     return {
         n["metadata"]["name"]: {
-            "labels": n["metadata"].get("labels", {}),
-            "taints": sorted(json.dumps(t, sort_keys=True) for t in n.get("spec", {}).get("taints", [])),
+            "labels": _stack_keys(n["metadata"].get("labels", {})),
+            "taints": _stack_keys(n.get("spec", {}).get("taints", [])),
         }
         for n in json.loads(result.stdout)["items"]
     }
