@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -205,6 +205,12 @@ Backend = Annotated[
     | RemoteBackend,
     Field(discriminator="type"),
 ]
+SHARED_BACKENDS = tuple(
+    get_args(member.model_fields["type"].annotation)[0]
+    for member in get_args(get_args(Backend)[0])
+    if member is not LocalBackend
+)
+"""The backends whose state outlives the machine that ran Terraform: what a pipeline needs."""
 
 
 # --- GPU node pools ----------------------------------------------------------------------------------------
