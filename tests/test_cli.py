@@ -67,6 +67,40 @@ def test_environment_variables_choose_the_inputs(tmp_path: Path) -> None:
     assert result.stdout.strip() == "OK: 6 offerings, 1 clusters"
 
 
+def test_validate_says_when_a_schema_beside_the_fleet_is_missing_or_stale(tmp_path: Path) -> None:
+    """`rm stacks/*` (the README's "delete the example files in stacks/", taken literally) also deletes the
+    cluster schema editors read: validate says so, and how to write it again."""
+    from themelio_gpu.outputs.schemas import CLUSTER_SCHEMA, schema_texts
+
+    project = tmp_path / "fork"
+    project.mkdir()
+    write_fleet(project, [cluster(name="north")])
+    (project / "catalog").mkdir()
+    shutil.copy(EXAMPLE_CATALOG, project / "catalog" / "gpu-catalog.yaml")
+    env = {"PATH": "/usr/bin:/bin", "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    command = [sys.executable, "-m", "themelio_gpu", "validate"]
+    for path, text in schema_texts().items():
+        (project / path).write_text(text, encoding="utf-8")
+
+    def validate() -> subprocess.CompletedProcess[str]:
+        python_path = {"PYTHONPATH": str(ROOT)}
+        return subprocess.run(
+            command, cwd=project, capture_output=True, text=True, check=False, env={**env, **python_path}
+        )
+
+    current = validate()
+    assert current.returncode == 0 and current.stderr == "", current.stderr
+    (project / CLUSTER_SCHEMA).unlink()
+    missing = validate()
+    assert missing.returncode == 0 and missing.stdout.startswith("OK: "), missing.stderr
+    assert missing.stderr.splitlines() == [
+        f"warning: {CLUSTER_SCHEMA} is missing: editors check and complete the files beside it with it (their "
+        "$schema line names it). `make schemas` writes it again; keep it when you replace the example files"
+    ]
+    (project / CLUSTER_SCHEMA).write_text("{}\n", encoding="utf-8")
+    assert f"warning: {CLUSTER_SCHEMA} is out of date" in validate().stderr
+
+
 def test_catalog_validate_show_export_and_quota(tmp_path: Path) -> None:
     # Without flags the commands read $THEMELIO_CATALOG / $THEMELIO_STACKS_DIR: the fixture fleet here.
     assert run("-m", "themelio_gpu", "catalog", "validate").stdout.startswith(

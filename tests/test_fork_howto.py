@@ -221,3 +221,18 @@ def test_a_fork_with_a_fleet_of_its_own_passes_the_fleet_tests_and_records_its_s
     checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert re.search(r"\d+ passed", checked.stdout) and "failed" not in checked.stdout
+
+
+def test_a_fork_that_deleted_the_cluster_schema_is_told_how_to_write_it_again(tmp_path: Path) -> None:
+    """`rm stacks/*` takes stacks/cluster.schema.json with the example files: the fleet's tests say so."""
+    project = copy_project(tmp_path / "fork")
+    for path in (project / "stacks").iterdir():
+        path.unlink()
+    test = "tests/test_user_fleet.py::test_committed_json_schemas_are_current"
+    checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", test])
+    assert checked.returncode == 1, checked.stdout[-3000:]
+    assert (
+        "stacks/cluster.schema.json is missing (deleting every file in stacks/ deletes it too): run `make schemas`"
+        in checked.stdout
+    )
+    assert "FileNotFoundError" not in checked.stdout and "Traceback" not in checked.stdout
