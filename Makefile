@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: setup synth synth-python validate test lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
+.PHONY: setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -39,6 +39,11 @@ lint: .venv/.synced
 
 test: lint node_modules/.synced
 	$(VENV)/pytest
+
+# The tests that follow your fleet (catalog/ and stacks/): its reviewed snapshots, contract files and schemas.
+# Seconds, where `make test` (the tool's own tests too) takes minutes: the README's edit loop runs this.
+check-fleet: .venv/.synced
+	$(VENV)/pytest -q tests/test_user_fleet.py
 
 # The GPUCluster mode rendered with the real gpu-operator v26.7.0 chart (a test: needs helm and ../shared/reference/charts).
 render-gpucluster: .venv/.synced

@@ -49,7 +49,7 @@ def copy_project(target: Path) -> Path:
         target / "tests",
         ignore=lambda folder, names: [*ignore(folder, names), *_user_snapshots(names, folder)],
     )
-    for file in ("main.py", "pyproject.toml", "Makefile", "cdktf.json"):
+    for file in ("main.py", "pyproject.toml", "Makefile", "cdktf.json", ".gitignore"):
         shutil.copy2(ROOT / file, target / file)
     shutil.copytree(EXAMPLE_CATALOG.parent, target / "catalog")
     shutil.copytree(EXAMPLE_STACKS, target / "stacks")
@@ -137,9 +137,30 @@ def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path)
     # The tool's own snapshots do not move with the user's fleet.
     assert {p.name: p.read_bytes() for p in fixture_snapshots.rglob("*.*")} == fixture_before
 
-    checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
+    checked = pytest_in(project, make_recipe("check-fleet"))  # the README's edit loop
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert re.search(r"\d+ passed", checked.stdout) and "failed" not in checked.stdout
+
+
+def edit_loop() -> str:
+    """The commands the README's How to says to run after every change."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("After every change below:")
+    match = re.search(r"```sh\n(.*?)```", text[start:], re.DOTALL)
+    assert match is not None, "no command block after 'After every change below:' in README.md"
+    return match.group(1)
+
+
+def test_the_edit_loop_checks_the_fleet_alone_and_make_test_stays_whole() -> None:
+    """After every edit the loop runs the tests that read the user's fleet (seconds), not the whole suite
+    (minutes); `make test` still runs every test."""
+    loop = [line.split("#")[0].strip() for line in edit_loop().splitlines()]
+    assert "make check-fleet" in loop and "make test" not in loop
+    recipe = make_recipe("check-fleet")
+    assert [arg for arg in recipe[3:] if not arg.startswith("-")] == ["tests/test_user_fleet.py"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    whole = re.search(r"^test:.*\n\t(.*)$", makefile, re.MULTILINE)
+    assert whole is not None and whole.group(1) == "$(VENV)/pytest"  # every test under testpaths
 
 
 FOREIGN_CATALOG = """\
