@@ -472,20 +472,21 @@ def _terraform_check(args: argparse.Namespace) -> int:
     # Synthesized into a temporary folder: the check never writes into the project.
     with tempfile.TemporaryDirectory(prefix="themelio-terraform-check-synth-") as tmp:
         stacks = _stacks_to_check(args, Path(tmp))
-        config = os.environ.get("TF_CLI_CONFIG_FILE")
-        source = (
-            f"TF_CLI_CONFIG_FILE={config}" if config else "the Terraform CLI configuration (default: the registry)"
-        )
+        source = tf.provider_source()
+        warning = source.warning()
+        if warning is not None:
+            print(f"warning: {warning}", file=sys.stderr)
         plural = "s" if len(stacks) != 1 else ""
         print(
-            f"terraform-check: {len(stacks)} stack{plural} with {tf.terraform_version(terraform)}; providers from {source}"
+            f"terraform-check: {len(stacks)} stack{plural} with {tf.terraform_version(terraform)}; providers from "
+            f"{source.describe()}"
         )
         pinned = sorted({pin for folder in stacks.values() for pin in _provider_pins(folder)})
         if pinned:
             print(f"terraform-check: the stacks pin {', '.join(pinned)}")
 
         def report(result: tf.StackCheck) -> None:
-            print(tf.render_result(result, plan=not args.no_plan), flush=True)
+            print(tf.render_result(result, plan=not args.no_plan, source=source), flush=True)
 
         results = tf.check_stacks(terraform, stacks, plan=not args.no_plan, jobs=args.jobs, on_result=report)
     print(tf.render_summary(results, plan=not args.no_plan, seconds=time.monotonic() - start))
