@@ -113,6 +113,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if config.getoption("--update-snapshots"):
+        from tests.snapshot import recorded_summary
+
+        for line in recorded_summary(ROOT):
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def update_snapshots(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-snapshots"))

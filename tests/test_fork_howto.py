@@ -126,10 +126,24 @@ def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path)
     assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
 
     snapshots = project / USER_SNAPSHOTS.relative_to(ROOT)
+    # make snapshots names every file it added, changed or removed (git diff alone shows no new file).
+    listed = recorded.stdout.partition("\nsnapshots: ")[2]
+    user = USER_SNAPSHOTS.relative_to(ROOT).as_posix()
+    pooled = yaml.safe_load((stacks / target.group(1)).read_text(encoding="utf-8"))["name"]
+    for what, path in (
+        ("added", f"stacks/{new_cluster}.cdk.tf.json"),
+        ("added", f"catalog/clusters/{new_cluster}/kueue.yaml"),
+        ("changed", f"stacks/{pooled}.cdk.tf.json"),
+        ("removed", f"stacks/{gone}.cdk.tf.json"),
+    ):
+        assert f"\n  {what:<8}{user}/{path}\n" in listed, (what, path, listed[:3000])
+    assert "fixture-fleet" not in listed  # the tool's own snapshots did not move
+    again = pytest_in(project, [*make_recipe("snapshots")[:5], "tests/test_user_fleet.py"])
+    assert "\nsnapshots: none added, changed or removed\n" in again.stdout, again.stdout[-3000:]
+
     stack_snapshots = {p.name for p in (snapshots / "stacks").iterdir()}
     assert f"{new_cluster}.cdk.tf.json" in stack_snapshots
     assert f"{gone}.cdk.tf.json" not in stack_snapshots
-    pooled = yaml.safe_load((stacks / target.group(1)).read_text(encoding="utf-8"))["name"]
     assert name in (snapshots / "stacks" / f"{pooled}.cdk.tf.json").read_text(encoding="utf-8")
     waldur = snapshots / "catalog" / "clusters" / pooled / "waldur-quota-mapping.yaml"
     assert name in waldur.read_text(encoding="utf-8")

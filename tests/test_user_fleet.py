@@ -8,13 +8,17 @@ the tool's own behaviour live in the other files and use the fixture fleet (test
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, USER_SNAPSHOTS, user_inputs
-from tests.snapshot import assert_matches_snapshot, assert_no_stale_snapshots
+from tests.snapshot import (
+    assert_matches_snapshot,
+    assert_no_stale_snapshots,
+    remove_snapshot,
+    remove_snapshot_folder,
+)
 from themelio_gpu.cli import CONTRACT_FILES, cluster_contract_files, contract_files
 from themelio_gpu.inputs.problems import InputError, Problems
 from themelio_gpu.outputs.schemas import schema_texts
@@ -73,7 +77,7 @@ def test_catalog_contract_file_matches_its_reviewed_snapshot(
 
 def _no_snapshot(path: Path, update: bool) -> None:
     if update:
-        path.unlink(missing_ok=True)
+        remove_snapshot(path)
     elif path.exists():
         pytest.fail(f"{path.name} is no longer written; remove its snapshot with `make snapshots`", pytrace=False)
 
@@ -101,7 +105,7 @@ def test_cluster_contract_files_match_their_reviewed_snapshots(user_fleet: Fleet
     )
     if update_snapshots:
         for path in gone:
-            shutil.rmtree(path)
+            remove_snapshot_folder(path)
     elif gone:
         pytest.fail(
             f"contract snapshots of clusters that no longer exist: {', '.join(p.name for p in gone)}; remove them with `make snapshots`",
