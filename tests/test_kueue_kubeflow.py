@@ -259,16 +259,20 @@ def test_more_covered_resources_than_a_cluster_queue_takes_are_refused(tmp_path:
 
 
 def test_catalog_wide_pod_configs_list_active_kubeflow_offerings() -> None:
-    options = yaml.safe_load(contract_files(fleet("chart-gpu").catalog)["kubeflow-workspacekind-podconfig.yaml"])
-    # Active offerings with a Kubeflow name only: not the deprecated L4 and nvidia.com/gpu.
+    text = contract_files(fleet("chart-gpu"))["kubeflow-workspacekind-podconfig.yaml"]
+    options = yaml.safe_load(text)
+    # Active offerings with a Kubeflow name only: not the deprecated L4 and nvidia.com/gpu; and not
+    # nvidia.com/h100-mig-1g.10gb, which only cluster west's reserved pool h100-mig serves.
     assert [v["id"] for v in options["values"]] == [
         "gpu_nvidia_com_a100",
         "gpu_nvidia_com_a100_mig_1g_5gb",
         "gpu_nvidia_com_a100_mig_3g_20gb",
         "gpu_nvidia_com_a10g",
         "gpu_nvidia_com_h100",
-        "gpu_nvidia_com_h100_mig_1g_10gb",
     ]
+    assert text.startswith(
+        "# nvidia.com/h100-mig-1g.10gb is left out: only reserved pools serve it (cluster west:"
+    )
 
 
 def test_pod_configs_request_the_clusters_grant_name() -> None:

@@ -68,7 +68,7 @@ def test_no_snapshot_of_a_cluster_that_is_gone(user_fleet: Fleet, update_snapsho
 def test_catalog_contract_file_matches_its_reviewed_snapshot(
     name: str, user_fleet: Fleet, update_snapshots: bool
 ) -> None:
-    actual = contract_files(user_fleet.catalog).get(name)
+    actual = contract_files(user_fleet).get(name)
     if actual is None:  # not written (no Notebooks 2.0 option without a notebook choice): no snapshot either
         _no_snapshot(USER_SNAPSHOTS / "catalog" / name, update_snapshots)
     else:
@@ -129,6 +129,4 @@ def test_your_consumer_objects_pass_the_consumers_definitions(user_fleet: Fleet,
     fixture fleets (tests/test_upstream_contracts.py; skips without ../shared, fails under CI=true)."""
     from tests.test_upstream_contracts import check_every_contract, cluster_objects
 
-    check_every_contract(
-        cluster_objects("your fleet", user_fleet, user_synthesized), {"your fleet": user_fleet.catalog}
-    )
+    check_every_contract(cluster_objects("your fleet", user_fleet, user_synthesized), {"your fleet": user_fleet})

@@ -26,6 +26,7 @@ from themelio_gpu.outputs.contracts import (
     WALDUR_RESOURCE_QUOTA_NAME,
     closed_resource_quota,
     cluster_notebook_choices,
+    fleet_choices,
     gpu_labels_config,
     kubeflow_spawner_gpus,
     kubeflow_workspacekind_pod_configs,
@@ -314,17 +315,20 @@ def _product_column(offering: ResolvedOffering) -> str:
     return offering.product.key if offering.product else "any"
 
 
-CONTRACT_FILES: dict[str, Callable[[Catalog], Any]] = {
+CONTRACT_FILES: dict[str, Callable[[Sequence[ResolvedOffering]], Any]] = {
     "kubeflow-spawner-gpus.yaml": kubeflow_spawner_gpus,
     "kubeflow-workspacekind-podconfig.yaml": kubeflow_workspacekind_pod_configs,
     "gpu-labels.yaml": gpu_labels_config,
 }
 
 
-def contract_files(catalog: Catalog) -> dict[str, str]:
-    """The catalog-wide files: what does not depend on a cluster's classes (a file with nothing in it is left out)."""
-    made = {name: make(catalog) for name, make in CONTRACT_FILES.items()}
-    return {name: dump_yaml(data) for name, data in made.items() if data is not None}
+def contract_files(fleet: Fleet) -> dict[str, str]:
+    """The fleet-wide files: what does not depend on a cluster's classes (a file with nothing in it is left out).
+    An offering only reserved pools serve is left out, each file saying why (outputs/contracts.py)."""
+    choices = fleet_choices(fleet.catalog, fleet.clusters)
+    note = "".join(f"# {line}\n" for line in choices.left_out)
+    made = {name: make(choices.offerings) for name, make in CONTRACT_FILES.items()}
+    return {name: note + dump_yaml(data) for name, data in made.items() if data is not None}
 
 
 def _documents(objects: Sequence[Any]) -> str:
@@ -355,7 +359,7 @@ def cluster_contract_files(plan: ClusterPlan) -> dict[str, str]:
 
 def export_files(fleet: Fleet) -> dict[str, str]:
     """Relative path -> content of everything `catalog export` writes."""
-    files = contract_files(fleet.catalog)
+    files = contract_files(fleet)
     for plan in fleet.clusters:
         for name, text in cluster_contract_files(plan).items():
             files[f"clusters/{plan.name}/{name}"] = text
