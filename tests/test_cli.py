@@ -201,6 +201,25 @@ def quota(*args: str) -> subprocess.CompletedProcess[str]:
     return run("-m", "themelio_gpu", "catalog", "quota", *FLEET_FLAGS, *args)
 
 
+def test_catalog_quota_warns_of_a_grant_only_a_reserved_pool_serves_that_no_queue_admits_there() -> None:
+    """West serves nvidia.com/h100-mig-1g.10gb only on its reserved pool h100-mig, granted by queue sliced to
+    team-sliced: a grant to another namespace is written, with a warning; to team-sliced, without one."""
+    elsewhere = quota(
+        "--cluster", "west", "--namespace", "team-x", "nvidia.com/h100-mig-1g.10gb=2", "nvidia.com/h100=1"
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert "nvidia.com/h100-mig-1g.10gb: '2'" in elsewhere.stdout
+    warnings = [line for line in elsewhere.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: nvidia.com/h100-mig-1g.10gb: cluster west serves it only on reserved pools (pool h100-mig carries "
+        "themelio.io/sliced=true:NoSchedule, which its tolerations do not tolerate), and no kueue.queues entry "
+        "granting them admits team-x (queue sliced admits team-sliced): its pods would stay Pending. Add team-x to "
+        "the namespaces of the queue granting the pool, or grant an offering an open pool serves"
+    ]
+    admitted = quota("--cluster", "west", "--namespace", "team-sliced", "nvidia.com/h100-mig-1g.10gb=2")
+    assert admitted.returncode == 0 and "warning" not in admitted.stderr, admitted.stderr
+
+
 def test_catalog_quota_closes_every_other_gpu_of_the_cluster() -> None:
     result = quota("--cluster", "gpu-east", "--namespace", "team-a", "nvidia.com/a100=4")
     assert result.returncode == 0, result.stderr

@@ -31,6 +31,7 @@ from themelio_gpu.outputs.contracts import (
     kubeflow_spawner_gpus,
     kubeflow_workspacekind_pod_configs,
     resource_quota,
+    unreachable_grants,
     waldur_backend_components,
     waldur_quota_mapping,
 )
@@ -417,6 +418,9 @@ def _catalog_quota(args: argparse.Namespace) -> int:
     print(dump_yaml(resource_quota(WALDUR_RESOURCE_QUOTA_NAME, args.namespace, hard, plan.names)), end="")
     for note in grant_notes(quota, plan, grants):
         print(f"note: {note}", file=sys.stderr)
+    granted = [quota.grants[name].offering for name, count in grants.items() if count]
+    for warning in unreachable_grants(plan, granted, args.namespace):
+        print(f"warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -172,6 +172,33 @@ def _unreachable_on(offering: ResolvedOffering, plan: ClusterPlan) -> list[str] 
     ]
 
 
+def unreachable_grants(plan: ClusterPlan, offerings: Iterable[str], namespace: str) -> list[str]:
+    """One sentence per granted offering the namespace's pods cannot be placed with: the cluster serves it only
+    on reserved pools, and no `kueue.queues` entry granting one of them admits the namespace."""
+    pools = {p.name: p for p in plan.pools}
+    served = {o.name: o for o in plan.offerings}
+    queue_of = {pool: queue for queue in plan.definition.kueue.queues for pool in queue.pools}
+    found = []
+    for name in sorted(set(offerings)):
+        offering = served.get(name)
+        if offering is None:
+            continue
+        reasons = [(pool, _why_not_on(offering, pools[pool])) for pool in plan.placements.get(name, ())]
+        if not reasons or any(reason is None for _, reason in reasons):
+            continue
+        queues = {queue_of[pool].name: queue_of[pool] for pool, _ in reasons if pool in queue_of}
+        if any(namespace in queue.namespaces for queue in queues.values()):
+            continue
+        granting = "; ".join(f"queue {q.name} admits {', '.join(q.namespaces)}" for q in queues.values())
+        found.append(
+            f"{name}: cluster {plan.name} serves it only on reserved pools ({'; '.join(r for _, r in reasons if r)}),"
+            f" and no kueue.queues entry granting them admits {namespace} "
+            f"({granting or 'none grants them'}): its pods would stay Pending. Add {namespace} to the namespaces "
+            "of the queue granting the pool, or grant an offering an open pool serves"
+        )
+    return found
+
+
 def fleet_choices(catalog: Iterable[ResolvedOffering], clusters: Iterable[ClusterPlan]) -> NotebookChoices:
     """The catalog's offerings the fleet-wide consumer files offer: all but those that every cluster serving them
     serves only on pools a pod with the offering's own node selector and tolerations cannot land on (reserved
