@@ -259,6 +259,8 @@ def _validate(args: argparse.Namespace) -> int:
     from themelio_gpu.outputs.schemas import schema_warnings
 
     fleet = _load(args)
+    for advice in fleet.advice:
+        print(f"warning: {advice}", file=sys.stderr)
     for warning in schema_warnings(input_paths(args.catalog, args.stacks_dir)):
         print(f"warning: {warning}", file=sys.stderr)
     print(f"OK: {len(fleet.catalog.offerings)} offerings, {len(fleet.clusters)} clusters")

@@ -143,6 +143,8 @@ class Fleet:
     clusters: tuple[ClusterPlan, ...]
     warnings: tuple[Problem, ...] = ()
     """What the fleet may get wrong without being wrong (a Kubernetes version newer than any known), by file."""
+    advice: tuple[Problem, ...] = ()
+    """What may be meant but often is not (a reserved pool no Kueue queue grants): `validate` says it, by file."""
     reused: tuple[tuple[str, str], ...] = ()
     """(file, cluster name) of the clusters left unplanned, their files unchanged (load_fleet's `unchanged`);
     empty unless asked for. Their plans are not in `clusters`."""
@@ -178,10 +180,16 @@ def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str
         for location, message in version_warnings(definition):
             warnings.add(file, location, message)
     add_positions(warnings, files.documents)
+    advice = Problems()
+    for plan in plans:
+        for location, message in kueue.ungranted_reserved_pools(plan.definition, plan.pools):
+            advice.add(plan.file, location, message)
+    add_positions(advice, files.documents)
     return Fleet(
         catalog=catalog,
         clusters=tuple(sorted(plans, key=lambda p: p.name)),
         warnings=tuple(warnings),
+        advice=tuple(advice),
         reused=tuple(sorted(files.reused, key=lambda item: item[1])),
     )
 

@@ -205,6 +205,24 @@ def check_queues(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> l
     return problems
 
 
+def ungranted_reserved_pools(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> list[tuple[str, str]]:
+    """Warnings, as (location, message): reserved pools no `kueue.queues` entry grants. Not wrong (a cluster
+    may not use Kueue), but Kueue admits nothing there and the notebook forms leave out what only they serve."""
+    granted = {name for queue in cluster.kueue.queues for name in queue.pools}
+    index = {pool.name: i for i, pool in enumerate(cluster.node_pools)}
+    return [
+        (
+            f"nodePools[{index[pool.name]}].taints",
+            f"pool {pool.name} is reserved ({', '.join(map(str, pool.reservations))}) and no kueue.queues entry "
+            "grants it: Kueue admits no work there, and the notebook forms leave out what only it serves. Grant "
+            "it to the namespaces that may use it (kueue.queues: docs/cluster-definitions.md), unless the "
+            "cluster does not use Kueue",
+        )
+        for pool in pools
+        if pool.reservations and pool.name not in granted
+    ]
+
+
 def plan_kueue(plan: ClusterPlan, quota: ClusterQuotaPlan | None = None) -> KueuePlan:
     """The cluster's flavors and queues, with each flavor's capacity per resource name."""
     quota = quota or plan_quota(plan)
