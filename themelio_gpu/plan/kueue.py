@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind
+from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import (
     BLOCKING_EFFECTS,
@@ -148,9 +149,11 @@ def _flavor(name: str, pools: Sequence[PoolContract]) -> Flavor:
     return Flavor(name, tuple(pools), MappingProxyType(labels), taints, tolerations)
 
 
-def check_queues(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> list[tuple[str, str]]:
+def check_queues(
+    cluster: ClusterDefinition, pools: Sequence[PoolContract], names: Names = DEFAULT_NAMES
+) -> list[tuple[str, str]]:
     """The definition's `kueue.queues`, as (location, message): names, pools that exist and are reserved, each
-    granted once, namespaces."""
+    granted once, namespaces. `names`: the fleet's own, for the example taint in a hint."""
     problems: list[tuple[str, str]] = []
     contracts = {p.name: p for p in pools}
     defined = [p.name for p in cluster.node_pools]
@@ -192,7 +195,7 @@ def check_queues(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> l
                         f"pool {name} carries no NoSchedule or NoExecute taint beyond nvidia.com/gpu:NoSchedule, so "
                         f"the queue {DEFAULT_QUEUE} admits every namespace's work there already; a queue grants a "
                         "reserved pool (taint the pool with what only its workloads tolerate, e.g. "
-                        "themelio.io/reserved=training:NoSchedule)",
+                        f"{names.label_domain}/reserved=training:NoSchedule)",
                     )
                 )
             granted.setdefault(name, queue.name)
