@@ -20,9 +20,11 @@ node_modules/.synced: package-lock.json
 
 setup: .venv/.synced node_modules/.synced
 
-# Main job: synthesize the fleet in catalog/ and stacks/ with the CDKTF CLI, as GitOps pipelines do.
+# Main job: synthesize the fleet in catalog/ and stacks/ with the CDKTF CLI, as GitOps pipelines do. Without a
+# terminal (a log file, a pipeline) the CLI's spinner and colours would be escape codes: its renderer draws only
+# the final lines when CI is set, and FORCE_COLOR=0 turns the colours off (either left alone when already set).
 synth: setup
-	npx cdktf synth
+	@if [ -t 1 ]; then npx cdktf synth; else CI=$${CI:-true} FORCE_COLOR=$${FORCE_COLOR:-0} npx cdktf synth; fi
 
 # The same synthesis without the CDKTF CLI (what the CLI runs, per cdktf.json).
 synth-python: .venv/.synced
