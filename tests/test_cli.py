@@ -64,7 +64,7 @@ def test_environment_variables_choose_the_inputs(tmp_path: Path) -> None:
     env = {"THEMELIO_CATALOG": str(catalog), "THEMELIO_STACKS_DIR": str(stacks), "PATH": "/usr/bin:/bin"}
     result = run("-m", "themelio_gpu", "validate", env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "OK: 6 offerings, 1 clusters"
+    assert result.stdout.strip() == "OK: 6 offerings, 1 cluster"  # one, not "1 clusters"
 
 
 def test_validate_says_when_a_schema_beside_the_fleet_is_missing_or_stale(tmp_path: Path) -> None:
@@ -166,6 +166,25 @@ def test_main_synthesizes_with_progress_and_summary(tmp_path: Path) -> None:
     assert "cluster  k8s   offerings  DeviceClasses  pools  releases" in result.stdout
     assert (tmp_path / "out" / "stacks" / "solo" / "cdk.tf.json").exists()
     assert "Node.js" not in result.stderr  # the jsii end-of-life banner is silenced
+
+
+def test_a_count_of_one_is_singular(tmp_path: Path) -> None:
+    """`1 DeviceClass`, not `1 DeviceClasses`: a cluster serving one offering gets one class."""
+    pool = {"name": "whole", "product": "a100-40gb", "gpusPerNode": 8, "provisioning": {"provisioned": {}}}
+    catalog, stacks = write_fleet(tmp_path, [cluster(name="one", offerings=["nvidia.com/a100"], nodePools=[pool])])
+    result = run(
+        "main.py", "--catalog", str(catalog), "--stacks-dir", str(stacks), "--outdir", str(tmp_path / "out")
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[1/1] one: 1 DeviceClass\n" in result.stdout
+    from themelio_gpu.words import count
+
+    assert [count(n, "DeviceClass", "DeviceClasses") for n in (0, 1, 2)] == [
+        "0 DeviceClasses",
+        "1 DeviceClass",
+        "2 DeviceClasses",
+    ]
+    assert [count(n, "node") for n in (1, 3)] == ["1 node", "3 nodes"]
 
 
 def test_unwritable_export_folder_is_a_message_not_a_traceback(tmp_path: Path) -> None:

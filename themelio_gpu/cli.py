@@ -52,6 +52,7 @@ from themelio_gpu.settings import (
     chart_cache,
     input_paths,
 )
+from themelio_gpu.words import count
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -263,13 +264,13 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"warning: {advice}", file=sys.stderr)
     for warning in schema_warnings(input_paths(args.catalog, args.stacks_dir)):
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"OK: {len(fleet.catalog.offerings)} offerings, {len(fleet.clusters)} clusters")
+    print(f"OK: {count(len(fleet.catalog.offerings), 'offering')}, {count(len(fleet.clusters), 'cluster')}")
     return EXIT_OK
 
 
 def _catalog_validate(args: argparse.Namespace) -> int:
     catalog = _load_catalog(args)
-    print(f"OK: {catalog.file}: {len(catalog.offerings)} offerings")
+    print(f"OK: {catalog.file}: {count(len(catalog.offerings), 'offering')}")
     return EXIT_OK
 
 
