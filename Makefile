@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
+.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -107,3 +107,23 @@ bench: .venv/.synced
 
 lock:
 	./scripts/lock.sh
+
+# The sandbox's tools (Kubernetes, etcd, kwok, helm, OpenTofu, the provider stand-ins), pinned in
+# themelio_gpu/sandbox/tools.toml and built from their Go modules into ~/.cache/themelio-gpu/tools (needs Go
+# 1.26); a built tool is not built again. docs/sandbox.md.
+sandbox-tools: .venv/.synced
+	$(VENV)/python -m themelio_gpu sandbox tools
+
+# Every cluster of your fleet applied to a sandbox (up, apply, a second plan that must be empty, destroy,
+# down): `make sandbox-check ARGS="--with tofu"` or `ARGS="--with cdktf"` to deploy another way.
+sandbox-check: charts
+	$(VENV)/python -m themelio_gpu sandbox check --every $(ARGS)
+
+# The same on every fixture fleet: in each, the fewest clusters that cover its pool kinds, DRA modes, chart
+# versions and Kubernetes minors (the command prints which and why).
+sandbox-check-fixtures: charts-all
+	@for fleet in tests/fixtures/fleets/*/; do \
+	  echo "== $$fleet"; \
+	  $(VENV)/python -m themelio_gpu sandbox check --catalog $${fleet}catalog/gpu-catalog.yaml \
+	    --stacks-dir $${fleet}stacks $(ARGS) || exit 1; \
+	done

@@ -141,8 +141,9 @@ def test_every_object_the_stacks_write_is_managed_by_the_forks_field_manager(out
     for name in ("acme-east", "acme-forge"):
         resources = stack(output, name)["resource"]
         managers = list(field_managers(resources))
-        # Node labels and taints, the DeviceClasses and (acme-east) the Karpenter NodePool.
-        assert len(managers) >= 3 and set(managers) == {"acme-gpu-stacks"}, name
+        # Node labels, the DeviceClasses and (acme-east) the Karpenter NodePool; node taints under a manager
+        # of their own, named after the fork's.
+        assert len(managers) >= 3 and set(managers) == {"acme-gpu-stacks", "acme-gpu-stacks-taints"}, name
         classes = resources["kubernetes_manifest"]["device_class"]["for_each"]
         for manifest in classes.values():
             assert manifest["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "acme-gpu-stacks"}

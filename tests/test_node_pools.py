@@ -295,7 +295,9 @@ def test_product_offering_on_a_device_plugin_pool(tmp_path: Path) -> None:
 # --- how the contract reaches the nodes -------------------------------------------------------------------------
 
 
-def test_static_pool_labels_and_taints_each_node_with_our_field_manager(stack_json: StackJson) -> None:
+def test_static_pool_labels_and_taints_each_node_with_a_field_manager_of_each(stack_json: StackJson) -> None:
+    # One manager for both would make each apply erase the other's fields (#2247; tests/test_sandbox_live.py
+    # shows it on the real API server).
     resources = stack_json("gpu-east")["resource"]
     labels = resources["kubernetes_labels"]["node_labels_a100-mig"]
     assert labels["for_each"] == '${toset(["gpu-east-a100-11", "gpu-east-a100-12", "gpu-east-a100-13"])}'
@@ -305,7 +307,7 @@ def test_static_pool_labels_and_taints_each_node_with_our_field_manager(stack_js
     assert labels["labels"]["nvidia.com/mig.config"] == "all-balanced"
     taints = resources["kubernetes_node_taint"]["node_taints_a100-mig"]
     assert taints["taint"] == [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "value": "present"}]
-    assert taints["field_manager"] == "themelio-gpu-stacks"
+    assert taints["field_manager"] == "themelio-gpu-stacks-taints"
 
 
 def test_provisioned_pool_is_an_output_with_kubelet_flags(stack_json: StackJson) -> None:
@@ -358,6 +360,26 @@ def test_karpenter_taint_without_a_value_omits_it(tmp_path: Path) -> None:
         {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
         {"key": "spot", "value": "yes", "effect": "NoExecute"},
     ]
+
+
+@pytest.mark.parametrize(("max_gpus", "limit"), [(64, "64"), (1000, "1k"), (1500, "1500"), (2000000, "2M")])
+def test_karpenter_gpu_limit_is_written_as_the_api_server_stores_it(
+    tmp_path: Path, max_gpus: int, limit: str
+) -> None:
+    """`1000` would read back as `1k`: Terraform's "inconsistent result after apply" (#2508). The canonical
+    form is checked against the real API server in tests/test_sandbox_live.py."""
+    from themelio_gpu.outputs.synth import synthesize
+
+    karpenter = {
+        "karpenter": {"nodeClassRef": {"name": "gpu"}, "instanceTypes": ["p4d.24xlarge"], "maxGpus": max_gpus}
+    }
+    fleet = fleet_of(
+        tmp_path, cluster(offerings=["nvidia.com/a100"], karpenter=True, nodePools=[pool(provisioning=karpenter)])
+    )
+    synthesize(fleet, tmp_path / "out", None)
+    resources = json.loads((tmp_path / "out" / "stacks" / "test" / "cdk.tf.json").read_text())["resource"]
+    manifest = resources["kubernetes_manifest"]["karpenter_node_pool_p"]["manifest"]
+    assert manifest["spec"]["limits"] == {"nvidia.com/gpu": limit}
 
 
 def test_gpu_label_placement_matches_the_pool_that_serves_it(example_fleet: Any) -> None:

@@ -41,6 +41,7 @@ from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.helm.known_values import KnownValuesTableError
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
+from themelio_gpu.sandbox import command as sandbox_command
 from themelio_gpu.settings import (
     CATALOG_ENV,
     CHART_CACHE_ENV,
@@ -997,6 +998,7 @@ def build_parser() -> argparse.ArgumentParser:
     known.add_argument("--chart-dir", metavar="DIR", help="read the chart from DIR instead of the chart cache")
     known.add_argument("--check", action="store_true", help="write nothing; exit 1 when the table differs")
     known.set_defaults(run=_charts_known_values)
+    sandbox_command.register(commands)
     return parser
 
 

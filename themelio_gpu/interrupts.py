@@ -88,19 +88,24 @@ def deferred() -> Iterator[None]:
             signal.raise_signal(first)
 
 
-def run(command: Sequence[str], *, grace: float = 5.0, **options: Any) -> subprocess.CompletedProcess[str]:
+def run(
+    command: Sequence[str], *, grace: float = 5.0, input: str | None = None, **options: Any
+) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(command, capture_output=True, text=True)`, leaving no process behind however it ends.
+    `input` is written to its standard input (else it has none of its own: it reads this process's).
 
     The command runs in a process group of its own; if this process is interrupted (or anything else is
     raised) meanwhile, the whole group gets SIGTERM, then SIGKILL after `grace` seconds: a program's own
     children (git's checkout worker, a synthesis's node kernel) end with it, before the caller cleans up
     what they were writing.
     """
+    if input is not None:
+        options["stdin"] = subprocess.PIPE
     with subprocess.Popen(
         list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options
     ) as process:
         try:
-            out, err = process.communicate()
+            out, err = process.communicate(input)
         except BaseException:
             _end_group(process, grace)
             raise

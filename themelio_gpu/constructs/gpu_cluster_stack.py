@@ -39,7 +39,7 @@ class GpuClusterStack(TerraformStack):
         # Order: node labels, then the operator, then the DRA driver chart (where the operator does not manage
         # the DRA driver), then the classes that need the driver.
         pools = [
-            GpuNodePool(self, pool, contract, plan.names.field_manager)
+            GpuNodePool(self, pool, contract, plan.names)
             for pool, contract in zip(cluster.node_pools, plan.pools, strict=True)
         ]
         labelled: list[Any] = [d for pool in pools for d in pool.dependables]

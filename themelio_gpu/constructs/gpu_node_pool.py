@@ -33,14 +33,17 @@ from themelio_gpu.constructs.providers import (
     TerraformIterator,
     TerraformStack,
 )
+from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.clusters.definition import KarpenterNodes, NodePool
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
+from themelio_gpu.k8s.quantity import canonical_quantity
 
 
 class GpuNodePool:
-    def __init__(self, stack: TerraformStack, pool: NodePool, contract: PoolContract, field_manager: str) -> None:
+    def __init__(self, stack: TerraformStack, pool: NodePool, contract: PoolContract, names: Names) -> None:
         self.stack = stack
-        self.field_manager = field_manager
+        self.field_manager = names.field_manager
+        self.taint_field_manager = names.taint_field_manager
         self.dependables: list[Any] = []
         self.outputs = {logical_id("node_pool", pool.name.replace("-", "_")): self.contract_output(contract)}
         provisioning = pool.provisioning
@@ -86,7 +89,7 @@ class GpuNodePool:
             for_each=each_node,
             metadata=NodeTaintMetadata(name=node_name),
             taint=[NodeTaintTaint(key=t.key, value=t.value, effect=t.effect) for t in contract.taints],
-            field_manager=self.field_manager,
+            field_manager=self.taint_field_manager,
             force=True,
         )
         self.dependables.append(taints)
@@ -117,7 +120,8 @@ class GpuNodePool:
             }
         }
         if karpenter.max_gpus is not None:
-            spec["limits"] = {"nvidia.com/gpu": str(karpenter.max_gpus)}
+            # As the API server stores it (1000 -> 1k): anything else reads back changed after apply.
+            spec["limits"] = {"nvidia.com/gpu": canonical_quantity(karpenter.max_gpus)}
         node_pool = Manifest(
             self.stack,
             karpenter_node_pool_id(contract.name),

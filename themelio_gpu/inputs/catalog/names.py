@@ -86,6 +86,14 @@ class Names(BaseModel):
         return f"{GENERIC_CLASS_NAME}.{self.class_suffix}"
 
     @property
+    def taint_field_manager(self) -> str:
+        """The field manager of node taints, apart from the labels' one: under server-side apply, a manager's
+        apply removes every field it applied before and leaves out, so one manager for a node's labels and
+        its taints makes each apply erase the other's (hashicorp/terraform-provider-kubernetes#2247; seen on
+        the sandbox's real API server, docs/sandbox.md)."""
+        return f"{self.field_manager}-taints"
+
+    @property
     def managed_by(self) -> dict[str, str]:
         """The `app.kubernetes.io/managed-by` label of everything the stacks create."""
         return {"app.kubernetes.io/managed-by": self.field_manager}

@@ -1,0 +1,329 @@
+"""The sandbox on a real control plane: the built kube-apiserver, controller-manager, scheduler, etcd and kwok.
+
+Needs the tools of `make sandbox-tools` (skipped with the reason without them; in CI nothing skips). Each
+test's sandboxes live in its tmp_path, and each test checks that nothing of them is left: no process whose
+command line names the sandbox's folder, no folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, fleet_of, plan_of, write_fleet
+from tests.requirements import ROOT, unavailable
+from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.sandbox import cluster as sandbox_cluster
+from themelio_gpu.sandbox.errors import MissingToolError
+from themelio_gpu.sandbox.tools import Toolbox, toolbox
+
+CONTROL_PLANE_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
+
+
+@pytest.fixture(scope="module")
+def tools() -> Toolbox:
+    try:
+        return toolbox(CONTROL_PLANE_TOOLS)
+    except MissingToolError as error:
+        unavailable(str(error))
+        raise
+
+
+@pytest.fixture
+def sandboxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    root = tmp_path / "sandboxes"
+    monkeypatch.setenv("THEMELIO_SANDBOX_DIR", str(root))
+    yield root
+    survivors = _processes_naming(root)
+    for pid in survivors:  # never leave one behind, even when the test failed
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"processes outlived the sandbox: {survivors}"
+
+
+def _processes_naming(folder: Path) -> list[int]:
+    needle = str(folder).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if needle in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _charts(tmp_path: Path) -> Path:
+    """A chart cache with the charts the fixture clusters pin (copied from ../shared's real charts)."""
+    from tests.requirements import shared_path
+
+    source = shared_path("reference", "charts")
+    cache = tmp_path / "charts"
+    if cache.is_dir():
+        return cache
+    cache.mkdir()
+    for chart in source.iterdir():
+        if (chart / "Chart.yaml").is_file():
+            (cache / chart.name).symlink_to(chart)
+    return cache
+
+
+DRA_CLUSTER = cluster(
+    name="live",
+    nodePools=[
+        {
+            "name": "whole",
+            "product": "a100-40gb",
+            "gpusPerNode": 2,
+            "provisioning": {"static": {"nodes": ["gpu-a"]}},
+        },
+        {
+            "name": "sliced",
+            "product": "a100-40gb",
+            "gpusPerNode": 1,
+            "mig": {"profile": "1g.5gb"},
+            "provisioning": {"provisioned": {}},
+        },
+    ],
+)
+
+
+def _plan(tmp_path: Path, definition: dict[str, Any]) -> ClusterPlan:
+    return plan_of(fleet_of(tmp_path, definition), definition["name"])
+
+
+def _kubectl(tools: Toolbox, sandbox: sandbox_cluster.Sandbox, *args: str) -> Any:
+    result = subprocess.run(
+        [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), *args, "-o", "json"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return json.loads(result.stdout)
+
+
+def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_nothing(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path
+) -> None:
+    plan = _plan(tmp_path, DRA_CLUSTER)
+    sandbox = sandbox_cluster.up(plan, tools, _charts(tmp_path), say=lambda _: None)
+    try:
+        version = json.loads(
+            subprocess.run(
+                [
+                    str(tools.binary(*sandbox_cluster.KUBECTL)),
+                    "--kubeconfig",
+                    str(sandbox.kubeconfig),
+                    "get",
+                    "--raw",
+                    "/version",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            ).stdout
+        )
+        assert version["gitVersion"] == tools.tools["kubernetes-1.36"].version  # stamped: helm checks kubeVersion
+        nodes = {n["metadata"]["name"]: n for n in _kubectl(tools, sandbox, "get", "nodes")["items"]}
+        assert sorted(nodes) == ["gpu-a", "live-sliced-0", "live-sliced-1", "system-0"]
+        for node in nodes.values():
+            assert "nvidia.com/gpu" not in node["status"]["allocatable"]  # DRA pools: no device plugin name
+            ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+            assert ready.get("Ready") == "True", node["metadata"]["name"]  # kwok keeps it Ready
+        assert nodes["live-sliced-1"]["spec"]["taints"] == [t.as_object() for t in plan.pools[1].taints]
+        assert "taints" not in nodes["system-0"]["spec"]
+        slices = _kubectl(tools, sandbox, "get", "resourceslices")["items"]
+        devices = {s["spec"]["nodeName"]: len(s["spec"]["devices"]) for s in slices}
+        assert devices == {"gpu-a": 2, "live-sliced-0": 7, "live-sliced-1": 7}
+        index = subprocess.run(
+            ["curl", "-sf", f"{sandbox.state()['chartRepository']}/index.yaml"], capture_output=True, text=True,
+            timeout=30,
+        )  # fmt: skip
+        assert "gpu-operator" in index.stdout and "dra-driver-nvidia-gpu" in index.stdout
+        _quantities_read_back_as_canonical_quantity_writes_them(tools, sandbox)
+        _one_field_manager_for_labels_and_taints_erases_the_labels(tools, sandbox, plan)
+    finally:
+        sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+    assert not sandbox.folder.exists()
+    assert not _processes_naming(sandboxes)
+
+
+def _apply(tools: Toolbox, sandbox: sandbox_cluster.Sandbox, manager: str, document: dict[str, Any]) -> None:
+    subprocess.run(
+        [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "apply",
+         "--server-side", "--force-conflicts", "--field-manager", manager, "-f", "-"],
+        input=json.dumps(document), capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+
+
+def _quantities_read_back_as_canonical_quantity_writes_them(
+    tools: Toolbox, sandbox: sandbox_cluster.Sandbox
+) -> None:
+    from themelio_gpu.k8s.quantity import canonical_quantity
+
+    values = [0, 8, 64, 999, 1000, 1500, 2000, 64000, 1000000, 1234000]
+    hard = {f"requests.example.com/q{v}": str(v) for v in values}
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q", "namespace": "default"}}
+    _apply(tools, sandbox, "probe", {**quota, "spec": {"hard": hard}})
+    stored = _kubectl(tools, sandbox, "get", "resourcequota", "q", "-n", "default")["spec"]["hard"]
+    assert {key: stored[key] for key in hard} == {
+        f"requests.example.com/q{v}": canonical_quantity(v) for v in values
+    }
+
+
+def _one_field_manager_for_labels_and_taints_erases_the_labels(
+    tools: Toolbox, sandbox: sandbox_cluster.Sandbox, plan: ClusterPlan
+) -> None:
+    """What the providers send for kubernetes_labels then kubernetes_node_taint on one node (server-side apply
+    of metadata.labels, then of spec.taints, forced): under one manager the second erases the first's labels
+    (#2247); under the stack's two managers (names.taint_field_manager) both stay."""
+    node = "gpu-a"
+    labels: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node, "labels": {"example.com/probe": "x"}},
+    }
+    taints: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
+              "spec": {"taints": [{"key": "example.com/probe", "value": "x", "effect": "NoSchedule"}]}}  # fmt: skip
+    _apply(tools, sandbox, "one-manager", labels)
+    _apply(tools, sandbox, "one-manager", taints)
+    after = _kubectl(tools, sandbox, "get", "node", node)
+    assert "example.com/probe" not in after["metadata"]["labels"]  # the defect, as the API server does it
+    _apply(tools, sandbox, plan.names.field_manager, labels)
+    _apply(tools, sandbox, plan.names.taint_field_manager, taints)
+    _apply(tools, sandbox, plan.names.field_manager, labels)
+    after = _kubectl(tools, sandbox, "get", "node", node)
+    assert after["metadata"]["labels"]["example.com/probe"] == "x"
+    assert after["spec"]["taints"] == taints["spec"]["taints"]
+
+
+def test_an_old_kubernetes_without_the_gate_drops_extended_resource_name_as_validate_says(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path
+) -> None:
+    """The rule `validate` enforces for 1.34/1.35 (the gate on every component), shown on the real API server:
+    emulating 1.35 with DRAExtendedResource off, a DeviceClass's extendedResourceName is silently dropped;
+    with the gate on (as the cluster file declares), it is kept."""
+    gated = {
+        "DRAExtendedResource": {
+            "components": ["kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet"]
+        }
+    }
+    plan = _plan(tmp_path, {**DRA_CLUSTER, "kubernetesVersion": "1.35", "featureGates": gated})
+    ungated = plan.definition.model_copy(update={"feature_gates": type(plan.definition.feature_gates)()})
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "probe"},
+        "spec": {"extendedResourceName": "nvidia.com/probe", "selectors": [{"cel": {"expression": "true"}}]},
+    }
+    kept = {}
+    for label, definition in (("ungated", ungated), ("gated", plan.definition)):
+        import dataclasses
+
+        variant = dataclasses.replace(plan, definition=definition)
+        sandbox = sandbox_cluster.up(variant, tools, _charts(tmp_path), say=lambda _: None)
+        try:
+            subprocess.run(
+                [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "create",
+                 "-f", "-"], input=json.dumps(device_class), capture_output=True, text=True, check=True, timeout=60,
+            )  # fmt: skip
+            stored = _kubectl(tools, sandbox, "get", "deviceclass", "probe")
+            kept[label] = stored["spec"].get("extendedResourceName")
+        finally:
+            sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+    assert kept == {"ungated": None, "gated": "nvidia.com/probe"}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _sandbox_command(
+    tmp_path: Path, sandboxes: Path, *args: str, definition: dict[str, Any] = DRA_CLUSTER
+) -> subprocess.Popen[str]:
+    catalog, stacks = write_fleet(tmp_path, [definition])
+    env = dict(os.environ, THEMELIO_SANDBOX_DIR=str(sandboxes), THEMELIO_CHART_CACHE=str(_charts(tmp_path)))
+    return subprocess.Popen(
+        [sys.executable, "-m", "themelio_gpu", "sandbox", *args, "--catalog", str(catalog), "--stacks-dir", str(stacks)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_a_port_in_use_is_one_message_and_nothing_starts(tools: Toolbox, sandboxes: Path, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = _sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
+        _out, err = process.communicate(timeout=120)
+    assert process.returncode == 2, err
+    assert (
+        err.strip() == f"sandbox: port {port} on 127.0.0.1 is in use: choose another with --port, or leave it out"
+    )
+    assert not (sandboxes / "live").exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_up_leaves_no_process_port_or_folder(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path, signum: signal.Signals
+) -> None:
+    port = _free_port()
+    process = _sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _processes_naming(sandboxes / "live" / "kwok"):
+        time.sleep(0.1)  # the control plane's processes are starting
+    assert _processes_naming(sandboxes / "live" / "kwok"), "the control plane never started"
+    process.send_signal(signum)
+    _out, err = process.communicate(timeout=120)
+    assert process.returncode == 128 + signum, err
+    assert err.strip().splitlines()[-1] == f"interrupted ({signal.Signals(signum).name})"
+    assert not (sandboxes / "live").exists()
+    assert not _processes_naming(sandboxes)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))  # the API server's port is free again
+
+
+def test_apply_then_an_edit_plans_exit_2_and_applies_and_down_leaves_nothing_of_the_stack(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path
+) -> None:
+    """The user's loop on a sandbox, through the CLI: up, apply (the plan after it empty), an edit to the
+    cluster file makes `plan` exit 2 with the change shown, apply again, down with nothing of the stack left."""
+    try:
+        toolbox((*CONTROL_PLANE_TOOLS, "provider-standin"))
+    except MissingToolError as error:
+        unavailable(str(error))
+
+    definition = DRA_CLUSTER
+
+    def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
+        process = _sandbox_command(tmp_path, sandboxes, *args, definition=definition)
+        out, err = process.communicate(timeout=600)
+        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+    assert sandbox("up", "live").returncode == 0
+    try:
+        applied = sandbox("apply", "live")
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "sandbox: plan: ok" in applied.stdout and "No changes." in applied.stdout
+        definition = {**DRA_CLUSTER, "nodePools": [{**DRA_CLUSTER["nodePools"][0], "labels": {"example.com/team": "a"}},
+                                               DRA_CLUSTER["nodePools"][1]]}  # fmt: skip
+        planned = sandbox("plan", "live")
+        assert planned.returncode == 2, planned.stdout + planned.stderr
+        assert '"example.com/team" = "a"' in planned.stdout
+        assert sandbox("apply", "live").returncode == 0
+    finally:
+        down = sandbox("down", "live")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "0 object(s) the stack created are left after destroy" in down.stdout
+    assert not (sandboxes / "live").exists()

@@ -1,0 +1,166 @@
+"""The sandbox's pure parts, without tools: the pinned versions, the nodes and GPUs it simulates, the version rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.builders import cluster, fleet_of, plan_of
+from themelio_gpu.dryrun.resourceslices import parse_resourceslices
+from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.sandbox import cluster as sandbox_cluster
+from themelio_gpu.sandbox.errors import MissingToolError, SandboxError
+from themelio_gpu.sandbox.nodes import PROVISIONED_NODES, SYSTEM_NODE, simulated_nodes
+from themelio_gpu.sandbox.tools import TOOLS_FILE, load_tools, toolbox
+
+
+def test_every_tool_is_pinned_to_an_exact_version_and_names_its_binaries() -> None:
+    tools = load_tools()
+    assert {"kubernetes-1.36", "kubernetes-1.37", "etcd", "kwok", "helm", "opentofu", "provider-standin"} <= set(
+        tools
+    )
+    for tool in tools.values():
+        assert tool.version.startswith("v") and tool.version.count(".") == 2, tool
+        assert bool(tool.binaries) != bool(tool.files), f"{tool.name}: binaries to build or files to copy"
+        assert bool(tool.module) != bool(tool.source), f"{tool.name}: a module or a source of ours, not both"
+    for minor in sandbox_cluster.BINARY_MINORS:
+        kubernetes = tools[f"kubernetes-1.{minor}"]
+        assert kubernetes.version.startswith(f"v1.{minor}.")
+        assert kubernetes.staging == "v0." + kubernetes.version.split(".", 1)[1]
+        assert "gitVersion={version}" in kubernetes.ldflags  # helm refuses charts on a v0.0.0 server
+        assert f"gitMinor={minor} " in kubernetes.ldflags
+    assert TOOLS_FILE.read_text().count("version = ") == len(tools)  # one place for every version
+
+
+def test_a_recipe_changes_with_what_it_is_built_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path))
+    etcd = load_tools()["etcd"]
+    assert etcd.folder == tmp_path / f"etcd-{etcd.version}"
+    assert etcd.recipe("go1.26.8") != etcd.recipe("go1.27.3")
+    assert not etcd.ready("go1.26.8")
+    etcd.folder.mkdir()
+    (etcd.folder / "etcd").write_text("#!/bin/sh\n")
+    (etcd.folder / "etcd").chmod(0o755)
+    (etcd.folder / ".recipe").write_text(etcd.recipe("go1.26.8") + "\n")
+    assert etcd.ready("go1.26.8") and not etcd.ready("go1.27.3")
+
+
+def test_a_missing_tool_names_the_target_that_builds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path))
+    with pytest.raises(
+        MissingToolError, match=r"not built: kubernetes-1\.36 v1\.36\.\d+ \(kube-apiserver.*make sandbox-tools"
+    ):
+        toolbox(("kubernetes-1.36",))
+
+
+def _pools(*pools: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    offerings = ["nvidia.com/a100-mig-1g.5gb" if "mig" in p else "nvidia.com/a100" for p in pools]
+    overrides.setdefault("offerings", sorted(set(offerings)))
+    return cluster(nodePools=list(pools), **overrides)
+
+
+def _plan(tmp_path: Path, definition: dict[str, Any]) -> ClusterPlan:
+    return plan_of(fleet_of(tmp_path, definition), definition["name"])
+
+
+WHOLE = {
+    "name": "whole",
+    "product": "a100-40gb",
+    "gpusPerNode": 8,
+    "provisioning": {"static": {"nodes": ["n-1", "n-2"]}},
+}
+MIG = {
+    "name": "sliced",
+    "product": "a100-40gb",
+    "gpusPerNode": 2,
+    "mig": {"profile": "1g.5gb"},
+    "provisioning": {"provisioned": {}},
+}
+
+
+def test_static_nodes_are_named_and_carry_nothing_of_the_contract_before_the_stack(tmp_path: Path) -> None:
+    nodes = simulated_nodes(_plan(tmp_path, _pools(WHOLE)))
+    assert [n.name for n in nodes] == ["n-1", "n-2", SYSTEM_NODE]
+    assert (nodes[-1].kind, nodes[-1].slices, nodes[-1].manifest["spec"]) == ("system", (), {})
+    labels = nodes[0].manifest["metadata"]["labels"]
+    assert labels["kubernetes.io/hostname"] == "n-1" and labels["kubernetes.io/os"] == "linux"
+    assert not any(k.startswith(("nvidia.com/", "themelio.io/", "gpu.themelio.io/")) for k in labels), labels
+    assert labels["feature.node.kubernetes.io/pci-10de.present"] == "true"  # as NFD's worker finds it
+    assert "taints" not in nodes[0].manifest["spec"]
+    assert "nvidia.com/gpu" not in nodes[0].manifest["status"]["allocatable"]  # a DRA node advertises none
+
+
+def test_provisioned_nodes_register_with_the_contract_the_stack_outputs(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, _pools(MIG))
+    nodes = [n for n in simulated_nodes(plan) if n.kind != "system"]
+    contract = plan.pools[0]
+    assert len(nodes) == PROVISIONED_NODES
+    for node in nodes:
+        assert contract.labels.items() <= node.manifest["metadata"]["labels"].items()
+        assert node.manifest["spec"]["taints"] == [t.as_object() for t in contract.taints]
+
+
+def test_a_dra_node_publishes_its_gpus_as_the_driver_does_and_the_dry_run_reads_them(tmp_path: Path) -> None:
+    nodes = simulated_nodes(_plan(tmp_path, _pools(WHOLE, MIG)))
+    whole, sliced = nodes[0], nodes[-2]
+    import json
+
+    devices = parse_resourceslices(json.dumps({"kind": "List", "items": [*whole.slices, *sliced.slices]}))
+    on_whole = [d for d in devices if d.node == whole.name]
+    assert len(on_whole) == 8
+    assert {d.attribute("type") for d in on_whole} == {"gpu"}
+    on_sliced = [d for d in devices if d.node == sliced.name]
+    assert len(on_sliced) == 2 * 7  # A100 40GB: seven 1g.5gb per GPU
+    assert {d.attribute("profile") for d in on_sliced} == {"1g.5gb"}
+    assert whole.slices[0]["spec"]["pool"] == {"name": whole.name, "generation": 1, "resourceSliceCount": 1}
+
+
+def test_a_device_plugin_pool_advertises_nvidia_gpu_and_publishes_no_slice(tmp_path: Path) -> None:
+    plugin = {**WHOLE, "dra": False}
+    (node, _, _) = simulated_nodes(_plan(tmp_path, _pools(plugin, offerings=["nvidia.com/gpu"])))
+    assert node.manifest["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert node.slices == ()
+
+
+ALL_GATED = {
+    "DRAExtendedResource": {
+        "components": ["kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet"]
+    }
+}
+GATE = "feature-gates=DRAExtendedResource=true"
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "expected"),
+    [
+        ("1.36", None, {c: [] for c in sandbox_cluster.CONTROL_PLANE}),
+        ("1.35", ALL_GATED, {c: ["emulated-version=1.35", GATE] for c in sandbox_cluster.CONTROL_PLANE}),
+        ("1.34.2", ALL_GATED, {c: ["emulated-version=1.34", GATE] for c in sandbox_cluster.CONTROL_PLANE}),
+    ],
+)
+def test_the_control_plane_runs_the_cluster_files_version_rules(
+    tmp_path: Path, version: str, gates: dict[str, Any] | None, expected: dict[str, list[str]]
+) -> None:
+    definition = _plan(
+        tmp_path, _pools(WHOLE, kubernetesVersion=version, **({"featureGates": gates} if gates else {}))
+    )
+    assert sandbox_cluster.feature_gate_args(definition.definition) == expected
+
+
+def test_each_version_runs_on_the_oldest_binaries_that_reach_it(tmp_path: Path) -> None:
+    plugin = {**WHOLE, "dra": False}  # 1.33 has no resource.k8s.io/v1: device plugin pools only
+    for version, tool in (("1.33", "kubernetes-1.36"), ("1.36", "kubernetes-1.36"), ("1.37", "kubernetes-1.37")):
+        pool = plugin if version == "1.33" else WHOLE
+        offerings = {"offerings": ["nvidia.com/gpu"]} if version == "1.33" else {}
+        plan = _plan(tmp_path, _pools(pool, kubernetesVersion=version, **offerings))
+        assert sandbox_cluster.kubernetes_tool(plan.definition) == tool
+    assert sandbox_cluster.feature_gate_args(plan.definition) == {c: [] for c in sandbox_cluster.CONTROL_PLANE}
+
+
+def test_a_version_no_binaries_reach_is_refused(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, _pools(WHOLE, kubernetesVersion="1.36"))
+    definition = plan.definition.model_copy(update={"kubernetes_version": "1.32"})
+    with pytest.raises(SandboxError, match=r"1\.32: .*run or emulate 1\.33 to 1\.37 only"):
+        sandbox_cluster.feature_gate_args(definition)

@@ -1,0 +1,278 @@
+"""Apply, plan and destroy a cluster's stack on its sandbox, the way users deploy it.
+
+The stack is the one `main.py` synthesizes, unchanged; Terraform's own mechanisms point it at the sandbox:
+- `HOME` is the sandbox's home, whose kubeconfig (at the path the cluster file names, `~/.kube/config` or
+  another) has the cluster file's context pointing at the sandbox's API server;
+- `sandbox_override.tf.json` (a Terraform override file) sets a local backend in the sandbox's folder and
+  each Helm release's `repository` to the sandbox's chart repository on loopback;
+- `TF_CLI_CONFIG_FILE` installs the providers from the sandbox's filesystem mirror only.
+`terraform` (1.11, or $THEMELIO_TERRAFORM), `tofu` (the built OpenTofu) or `cdktf` (`cdktf deploy` through
+the CDKTF CLI, which synthesizes the app itself and runs Terraform in its output folder) run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from themelio_gpu import interrupts
+from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.sandbox.cluster import Sandbox
+from themelio_gpu.sandbox.errors import SandboxError
+from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox
+
+RUNNERS = ("terraform", "tofu", "cdktf")
+PROVIDERS = {  # the versions each engine's stacks pin (themelio_gpu/constructs/providers.py)
+    "kubernetes": ("2.38.0", "3.4.0"),
+    "helm": ("3.1.1", "3.3.0"),
+}
+REGISTRIES = ("registry.terraform.io", "registry.opentofu.org")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    code: int
+    seconds: float
+    output: str
+
+
+def _stack_dir(sandbox: Sandbox, runner: str) -> Path:
+    return sandbox.folder / "cdktf.out" / "stacks" / sandbox.cluster
+
+
+def provider_mirror(sandbox: Sandbox, toolbox: Toolbox) -> Path:
+    """A filesystem mirror of the stand-in providers under every version and registry the stacks ask for."""
+    mirror = sandbox.folder / "providers"
+    for registry in REGISTRIES:
+        for provider, versions in PROVIDERS.items():
+            binary = toolbox.binary("provider-standin", f"terraform-provider-{provider}")
+            for version in versions:
+                folder = mirror / registry / "hashicorp" / provider / version / "linux_amd64"
+                folder.mkdir(parents=True, exist_ok=True)
+                target = folder / f"terraform-provider-{provider}_v{version}"
+                if not target.exists():
+                    target.symlink_to(binary)
+    return mirror
+
+
+def _kubeconfig_for(plan: ClusterPlan, sandbox: Sandbox) -> tuple[Path, dict[str, Any]]:
+    """The kubeconfig file the stack reads (inside the sandbox's HOME) and its content: the sandbox's
+    cluster and credentials under the cluster file's context name."""
+    config = yaml.safe_load(sandbox.kubeconfig.read_text())
+    access = plan.definition.access.kubeconfig
+    context = access.context if access is not None else sandbox.kwok_name
+    path = access.path if access is not None else "~/.kube/config"
+    if not path.startswith("~/"):
+        raise SandboxError(
+            f"access.kubeconfig.path {path!r} is outside the home folder: the sandbox points the stack at its "
+            "API server through a kubeconfig in its own home; use a path under ~/ for the sandbox"
+        )
+    current = config["contexts"][0]
+    current["name"] = context
+    config["current-context"] = context
+    return sandbox.folder / "home" / path[2:], config
+
+
+def _chart_repository(plan: ClusterPlan, sandbox: Sandbox) -> str:
+    state = sandbox.state()
+    url = state.get("chartRepository")
+    if not url:
+        raise SandboxError("the sandbox has no chart repository: `sandbox down` and `sandbox up` again")
+    return str(url)
+
+
+def _api_access(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
+    """For a cluster reached by host and exec plugin (`access.api`): the sandbox's server and CA, and an exec
+    plugin that hands out the sandbox's client certificate, in the providers' own arguments."""
+    config = yaml.safe_load(sandbox.kubeconfig.read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    ca_file = config["clusters"][0]["cluster"]["certificate-authority"]
+    access = plan.definition.access.api
+    assert access is not None
+    exec_plugin = {
+        "api_version": access.exec.api_version,
+        "command": sys.executable,
+        "args": ["-m", "themelio_gpu.sandbox.credential", str(sandbox.kubeconfig), access.exec.api_version],
+        "env": {"PYTHONPATH": str(PROJECT_ROOT)},
+    }
+    settings = {"host": server, "cluster_ca_certificate": Path(ca_file).read_text()}
+    return {
+        "kubernetes": {**settings, "exec": [exec_plugin]},
+        "helm": {"kubernetes": {**settings, "exec": exec_plugin}},
+    }
+
+
+def _override(plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any]) -> dict[str, Any]:
+    releases = stack.get("resource", {}).get("helm_release", {})
+    repository = _chart_repository(plan, sandbox)
+    override: dict[str, Any] = {
+        "terraform": {"backend": {"local": {"path": str(sandbox.folder / "terraform.tfstate")}}},
+    }
+    if plan.definition.access.api is not None:
+        override["provider"] = _api_access(plan, sandbox)
+    if releases:
+        override["resource"] = {"helm_release": {name: {"repository": repository} for name in sorted(releases)}}
+    return override
+
+
+PROVIDERS_ENV = "THEMELIO_SANDBOX_PROVIDERS"
+"""`registry`: Terraform installs the providers as it does for you (the registry, or your own mirror in
+TF_CLI_CONFIG_FILE), instead of the sandbox's mirror of stand-ins."""
+
+
+def _environment(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        HOME=str(sandbox.folder / "home"),
+        TF_IN_AUTOMATION="1",
+        TF_INPUT="0",
+        CHECKPOINT_DISABLE="1",
+        KUBECONFIG=str(sandbox.kubeconfig),
+    )
+    if os.environ.get(PROVIDERS_ENV) == "registry":
+        return env
+    rc = sandbox.folder / "terraformrc"
+    mirror = provider_mirror(sandbox, toolbox)
+    patterns = json.dumps(
+        [f"{registry}/hashicorp/{provider}" for registry in REGISTRIES for provider in PROVIDERS]
+    )
+    rc.write_text(
+        "provider_installation {\n"
+        f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = {patterns}\n  }}\n'
+        f"  direct {{\n    exclude = {patterns}\n  }}\n}}\n"
+    )
+    env["TF_CLI_CONFIG_FILE"] = str(rc)
+    env.pop("TF_DISABLE_PLUGIN_TLS", None)
+    return env
+
+
+def _synthesize(plan: ClusterPlan, sandbox: Sandbox, catalog: Path, stacks_dir: Path) -> Path:
+    outdir = sandbox.folder / "cdktf.out"
+    result = interrupts.run(
+        [sys.executable, str(PROJECT_ROOT / "main.py"), "--catalog", str(catalog), "--stacks-dir", str(stacks_dir),
+         "--outdir", str(outdir), "--quiet"],
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise SandboxError(f"synthesis failed:\n{(result.stderr or result.stdout).strip()}")
+    return outdir / "stacks" / plan.name
+
+
+def prepare(
+    plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, catalog: Path, stacks_dir: Path
+) -> tuple[Path, dict[str, str]]:
+    """Synthesize the stack into the sandbox and point it at the sandbox; returns its folder and environment."""
+    stack_dir = _synthesize(plan, sandbox, catalog, stacks_dir)
+    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+    (stack_dir / "sandbox_override.tf.json").write_text(
+        json.dumps(_override(plan, sandbox, stack), indent=2) + "\n"
+    )
+    kubeconfig, content = _kubeconfig_for(plan, sandbox)
+    kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    kubeconfig.write_text(yaml.safe_dump(content))
+    return stack_dir, _environment(sandbox, toolbox)
+
+
+def _binary(runner: str, toolbox: Toolbox) -> str:
+    if runner == "tofu":
+        return str(toolbox.binary("opentofu", "tofu"))
+    name = os.environ.get("THEMELIO_TERRAFORM", "terraform")
+    found = shutil.which(name)
+    if found is None:
+        raise SandboxError(
+            f"no {name!r} on PATH: install Terraform 1.11 (or use --with tofu, which the sandbox builds)"
+        )
+    return found
+
+
+def run_step(name: str, command: list[str], cwd: Path, env: dict[str, str]) -> Step:
+    started = time.monotonic()
+    result = interrupts.run(command, cwd=cwd, env=env)
+    return Step(name, result.returncode, time.monotonic() - started, (result.stdout + result.stderr).strip())
+
+
+def terraform_steps(
+    action: str, runner: str, stack_dir: Path, env: dict[str, str], toolbox: Toolbox
+) -> list[Step]:
+    """init, then `apply` (and the plan after it), `plan` or `destroy`; stops at the first failing step."""
+    binary = _binary(runner, toolbox)
+    steps = [run_step("init", [binary, "init", "-input=false", "-no-color"], stack_dir, env)]
+    if steps[-1].code != 0:
+        return steps
+    if action == "apply":
+        steps.append(
+            run_step("apply", [binary, "apply", "-auto-approve", "-input=false", "-no-color"], stack_dir, env)
+        )
+        if steps[-1].code != 0:
+            return steps
+        action = "plan"
+    if action == "plan":
+        steps.append(
+            run_step("plan", [binary, "plan", "-detailed-exitcode", "-input=false", "-no-color"], stack_dir, env)
+        )
+    elif action == "destroy":
+        steps.append(
+            run_step("destroy", [binary, "destroy", "-auto-approve", "-input=false", "-no-color"], stack_dir, env)
+        )
+    return steps
+
+
+def cdktf_steps(action: str, plan: ClusterPlan, sandbox: Sandbox, env: dict[str, str]) -> list[Step]:
+    """`cdktf deploy|diff|destroy <cluster>` as users run it, writing into the sandbox's output folder."""
+    cli = PROJECT_ROOT / "node_modules" / ".bin" / "cdktf"
+    if not cli.exists():
+        raise SandboxError("the CDKTF CLI is not installed: run `make setup`")
+    outdir = str(sandbox.folder / "cdktf.out")
+    # The CLI runs the app from cdktf.json in the project root; the app reads the outdir from CDKTF_OUTDIR.
+    env = dict(env, CDKTF_DISABLE_PLUGIN_CACHE_ENV="1")
+    verbs = {"apply": ["deploy", "--auto-approve"], "plan": ["diff"], "destroy": ["destroy", "--auto-approve"]}
+    command = [str(cli), *verbs[action], plan.name, "--output", outdir]
+    return [run_step(f"cdktf {verbs[action][0]}", command, PROJECT_ROOT, env)]
+
+
+def execute(
+    action: str,
+    runner: str,
+    plan: ClusterPlan,
+    sandbox: Sandbox,
+    toolbox: Toolbox,
+    catalog: Path,
+    stacks_dir: Path,
+) -> list[Step]:
+    """Run `action` (apply, plan or destroy) with `runner` on the cluster's sandbox."""
+    stack_dir, env = prepare(plan, sandbox, toolbox, catalog, stacks_dir)
+    if runner == "cdktf":
+        env = dict(env, THEMELIO_CATALOG=str(catalog.absolute()), THEMELIO_STACKS_DIR=str(stacks_dir.absolute()))
+        steps = cdktf_steps(action, plan, sandbox, env)
+        if action == "apply" and steps[-1].code == 0:  # the plan after it, with the same Terraform it used
+            steps += terraform_steps("plan", "terraform", stack_dir, env, toolbox)[1:]
+        return steps
+    return terraform_steps(action, runner, stack_dir, env, toolbox)
+
+
+def summary(step: Step) -> str:
+    """Terraform's own one-line result of a step (`Apply complete! Resources: ...`, `Plan: ...`)."""
+    for pattern in (r"^(Apply complete!.*)$", r"^(Destroy complete!.*)$", r"^(Plan: .*)$", r"^(No changes\..*)$"):
+        found = re.search(pattern, step.output, re.MULTILINE)
+        if found:
+            return found.group(1).strip()
+    return ""
+
+
+def has_state(sandbox: Sandbox) -> bool:
+    state = sandbox.folder / "terraform.tfstate"
+    if not state.is_file():
+        return False
+    try:
+        return bool(json.loads(state.read_text()).get("resources"))
+    except ValueError:
+        return True

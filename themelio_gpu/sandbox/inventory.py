@@ -1,0 +1,130 @@
+"""What the stack leaves in the API: every object and node contract before apply, compared after destroy.
+
+`up` records the baseline (every listable object, each node's labels and taints); after `destroy`, anything
+new, and any node whose labels or taints differ, is left behind by the stack, its providers or its charts.
+Kinds the control plane makes and removes by itself (events, leases, endpoints, ...) are not compared.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from themelio_gpu import interrupts
+from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
+from themelio_gpu.sandbox.errors import SandboxError
+from themelio_gpu.sandbox.tools import Toolbox
+
+# Kinds the control plane makes and removes by itself: never an object the stack left behind.
+_SELF_MANAGED = {
+    "events", "events.events.k8s.io", "leases.coordination.k8s.io", "endpoints", "endpointslices.discovery.k8s.io",
+    "componentstatuses", "serviceaccounts", "configmaps/kube-root-ca.crt", "controllerrevisions.apps",
+    "resourceslices.resource.k8s.io", "nodes", "flowschemas.flowcontrol.apiserver.k8s.io",
+    "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io",
+}  # fmt: skip
+
+
+def api_objects(sandbox: Sandbox, toolbox: Toolbox) -> set[str]:
+    """Every object the API lists (kind/namespace/name), less what the control plane manages itself."""
+    kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
+    kinds = interrupts.run([*kubectl, "api-resources", "--verbs=list", "-o", "name"])
+    if kinds.returncode != 0:
+        raise SandboxError(f"kubectl api-resources: {kinds.stderr.strip()}")
+    names = [k for k in kinds.stdout.split() if k not in _SELF_MANAGED]
+    listed = interrupts.run([*kubectl, "get", ",".join(names), "-A", "--ignore-not-found", "-o",
+                             "jsonpath={range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}"])  # fmt: skip
+    if listed.returncode != 0:
+        raise SandboxError(f"kubectl get: {listed.stderr.strip()}")
+    return {line for line in listed.stdout.splitlines() if line and not line.endswith("/kube-root-ca.crt")}
+
+
+def node_contract(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, Any]:
+    """Each node's labels and taints, to compare before apply and after destroy."""
+    kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
+    result = interrupts.run([*kubectl, "get", "nodes", "-o", "json"])
+    if result.returncode != 0:
+        raise SandboxError(f"kubectl get nodes: {result.stderr.strip()}")
+    return {
+        n["metadata"]["name"]: {
+            "labels": n["metadata"].get("labels", {}),
+            "taints": sorted(json.dumps(t, sort_keys=True) for t in n.get("spec", {}).get("taints", [])),
+        }
+        for n in json.loads(result.stdout)["items"]
+    }
+
+
+def record_baseline(sandbox: Sandbox, toolbox: Toolbox) -> None:
+    baseline = {"objects": sorted(api_objects(sandbox, toolbox)), "nodes": node_contract(sandbox, toolbox)}
+    (sandbox.folder / "baseline.json").write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
+
+
+def kept_by_helm(plan: ClusterPlan, charts: Path) -> set[str]:
+    """What Helm leaves after `uninstall` by design, never the stack's to remove: the CRDs of each chart's
+    `crds/` folders (and the APIService the API server serves for each of their versions), which Helm never
+    deletes (helm.sh/docs/chart_best_practices/custom_resource_definitions), and the namespace Helm created
+    for a release (`create_namespace`; `helm uninstall` leaves it)."""
+    kept = {f"Namespace//{release.namespace}" for release in plan.releases}
+    for release in plan.releases:
+        folder = charts / f"{release.chart}-{release.version}"
+        for file in sorted(folder.glob("**/crds/**/*.yaml")):
+            for document in yaml.safe_load_all(file.read_text()):
+                if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
+                    spec = document.get("spec", {})
+                    kept.add(f"CustomResourceDefinition//{document['metadata']['name']}")
+                    for version in spec.get("versions", []):
+                        kept.add(f"APIService//{version['name']}.{spec.get('group')}")
+    return kept
+
+
+def _kept_by_policy(sandbox: Sandbox, toolbox: Toolbox, entry: str) -> bool:
+    """An object its chart marks `helm.sh/resource-policy: keep`: Helm never deletes it, and the chart's own
+    pre-delete hook Job that would (the GPU Operator's GPUCluster) runs no container in the sandbox."""
+    kind, namespace, name = entry.split("/", 2)
+    command = [
+        str(toolbox.binary(*KUBECTL)),
+        "--kubeconfig",
+        str(sandbox.kubeconfig),
+        "get",
+        kind,
+        name,
+        "-o",
+        "json",
+    ]
+    result = interrupts.run([*command, *(["-n", namespace] if namespace else [])])
+    if result.returncode != 0:
+        return False
+    annotations = json.loads(result.stdout).get("metadata", {}).get("annotations") or {}
+    return bool(annotations.get("helm.sh/resource-policy") == "keep")
+
+
+def leftovers(
+    sandbox: Sandbox, toolbox: Toolbox, kept: set[str], wait: float = 60.0
+) -> tuple[list[str], list[str]]:
+    """What is in the API after destroy that was not there before apply (namespaces are given `wait` seconds to
+    finish terminating), and node labels or taints that differ from before apply; apart, what of it `kept`
+    names (what Helm keeps by design)."""
+    baseline = json.loads((sandbox.folder / "baseline.json").read_text())
+    before = set(baseline["objects"])
+    deadline = time.monotonic() + wait
+    while True:
+        extra = sorted(api_objects(sandbox, toolbox) - before)
+        if not any(e.startswith("Namespace/") and e not in kept for e in extra) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    kept = kept | {e for e in extra if e not in kept and _kept_by_policy(sandbox, toolbox, e)}
+    lines = [e for e in extra if e not in kept]
+    for node, now in node_contract(sandbox, toolbox).items():
+        then = baseline["nodes"].get(node, {"labels": {}, "taints": []})
+        for key in sorted(set(now["labels"]) | set(then["labels"])):
+            if now["labels"].get(key) != then["labels"].get(key):
+                lines.append(
+                    f"Node/{node}: label {key}={now['labels'].get(key)} (before apply: {then['labels'].get(key)})"
+                )
+        if now["taints"] != then["taints"]:
+            lines.append(f"Node/{node}: taints {now['taints']} (before apply: {then['taints']})")
+    return lines, [e for e in extra if e in kept]

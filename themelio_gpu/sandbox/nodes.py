@@ -1,0 +1,249 @@
+"""The sandbox's simulated nodes: one Node per node of every pool, and the ResourceSlices of its GPUs.
+
+What a real node carries before the stack touches it: hostname, arch and os labels, allocatable CPU, memory
+and pods, and the kwok annotation that puts it under kwok's controller (which keeps it Ready and runs its
+pods without containers). Per pool kind:
+- static: the named nodes, with nothing of the contract: the stack labels and taints them;
+- provisioned: `PROVISIONED_NODES` nodes per pool, registered as the stack's output tells a node group to
+  register them (the contract's labels and taints, as `--node-labels` and `--register-with-taints` give);
+- karpenter: one node per pool as Karpenter makes it from the NodePool: the template's labels and taints,
+  `karpenter.sh/nodepool`, the first instance type and capacity type;
+and one CPU node without GPUs or taints (`SYSTEM_NODE`), where the cluster's controllers run.
+
+A DRA pool's node publishes its GPUs as the NVIDIA DRA driver's kubelet plugin does (driver `gpu.nvidia.com`,
+one pool per node, whole GPUs as `type: gpu` devices, or with MIG on, only its MIG devices, `type: mig`),
+and advertises no `nvidia.com/gpu`. A device-plugin pool (`dra: false`) advertises `nvidia.com/gpu` in its
+allocatable, as the device plugin does, and publishes no slice. The attribute names and spellings follow
+the driver's (../shared/reference/dra-2026-update.md; tests/fixtures/resourceslices holds captured shapes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from themelio_gpu.inputs.catalog.products import GpuProduct, canonical_mig_profile, mig_profile_shape
+from themelio_gpu.inputs.catalog.selectors import DRIVER
+from themelio_gpu.inputs.clusters.definition import NodePool
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.plan.fleet import ClusterPlan
+
+SYSTEM_NODE = "system-0"
+"""The one CPU node of every sandbox: a real cluster runs its controllers (the GPU Operator, NFD's master) on
+nodes without the GPU taint, and Helm's wait never ends without one."""
+NFD_NVIDIA_PCI = {"feature.node.kubernetes.io/pci-10de.present": "true"}
+"""What NFD's worker labels a node with an NVIDIA PCI device (vendor 10de); the DRA driver's kubelet plugin
+selects on it. NFD's worker is placed here but runs nothing, so the sandbox sets what it would find."""
+PROVISIONED_NODES = 2
+"""Nodes the sandbox registers for each provisioned pool (the cluster file does not say how many)."""
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+DRIVER_VERSION = "580.105.8"
+CUDA_DRIVER_VERSION = "13.0.0"
+NODE_ALLOCATABLE = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "1Ti"}
+
+
+@dataclass(frozen=True)
+class SimulatedNode:
+    name: str
+    pool: str
+    kind: str
+    """static, provisioned or karpenter."""
+    manifest: dict[str, Any]
+    slices: tuple[dict[str, Any], ...]
+
+
+def _stable_uuid(*parts: str) -> str:
+    return str(uuid.UUID(bytes=hashlib.sha256("/".join(parts).encode()).digest()[:16], version=5))
+
+
+def _version(text: str) -> str:
+    """A driver `version` attribute is full semver: `9.0` -> `9.0.0`."""
+    parts = text.split(".")
+    return ".".join(([*parts, "0", "0", "0"])[:3])
+
+
+def _common_attributes(product: GpuProduct) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "brand": {"string": "Nvidia"},
+        "productName": {"string": product.product_names[0]},
+        "driverVersion": {"version": DRIVER_VERSION},
+        "cudaDriverVersion": {"version": CUDA_DRIVER_VERSION},
+    }
+    if product.architecture:
+        attributes["architecture"] = {"string": product.architecture}
+    if product.compute_capability:
+        attributes["cudaComputeCapability"] = {"version": _version(product.compute_capability)}
+    return attributes
+
+
+def _mebibytes(gib: float) -> str:
+    return f"{round(gib * 1024)}Mi"
+
+
+def gpu_devices(node: str, product: GpuProduct, gpus: int, mig: dict[str, int] | None) -> list[dict[str, Any]]:
+    """The devices the DRA driver publishes for `gpus` GPUs of `product` (MIG devices per GPU when `mig`)."""
+    devices: list[dict[str, Any]] = []
+    for index in range(gpus):
+        gpu_uuid = "GPU-" + _stable_uuid(node, str(index))
+        pci = {
+            "resource.kubernetes.io/pciBusID": {"string": f"0000:{16 + index:02x}:00.0"},
+            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{16 + index:02x}"},
+        }
+        if not mig:
+            devices.append(
+                {
+                    "name": f"gpu-{index}",
+                    "attributes": {
+                        **_common_attributes(product),
+                        "type": {"string": "gpu"},
+                        "uuid": {"string": gpu_uuid},
+                        "index": {"int": index},
+                        **pci,
+                    },
+                    "capacity": {"memory": {"value": _mebibytes(product.memory_gib)}},
+                }
+            )
+            continue
+        for profile, count in sorted(mig.items()):
+            spelled = canonical_mig_profile(profile)
+            shape = mig_profile_shape(spelled)
+            memory_gib = float(shape.memory_gb) if shape else product.memory_gib
+            for n in range(count):
+                devices.append(
+                    {
+                        "name": f"gpu-{index}-mig-{spelled.replace('.', '').replace('+', '')}-{n}",
+                        "attributes": {
+                            **_common_attributes(product),
+                            "type": {"string": "mig"},
+                            "profile": {"string": spelled},
+                            "parentUUID": {"string": gpu_uuid},
+                            "uuid": {"string": "MIG-" + _stable_uuid(node, str(index), spelled, str(n))},
+                            **pci,
+                        },
+                        "capacity": {
+                            "memory": {"value": _mebibytes(memory_gib)},
+                            "multiprocessors": {"value": str(shape.compute_slices * 14 if shape else 14)},
+                        },
+                    }
+                )
+    return devices
+
+
+def resource_slice(node: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one ResourceSlice the kubelet plugin publishes for a node: pool named after the node."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def _node(
+    name: str, labels: dict[str, str], taints: list[dict[str, str]], allocatable: dict[str, str], kubelet: str
+) -> dict[str, Any]:
+    manifest: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": dict(KWOK_ANNOTATION),
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+                "type": "kwok",
+                **labels,
+            },
+        },
+        "spec": {},
+        "status": {
+            "allocatable": allocatable,
+            "capacity": allocatable,
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "machineID": _stable_uuid("machine", name).replace("-", ""),
+                "systemUUID": _stable_uuid("system", name),
+                "bootID": _stable_uuid("boot", name),
+                "kernelVersion": "6.8.0",
+                "osImage": "Ubuntu 24.04 LTS",
+                "containerRuntimeVersion": "containerd://2.1.0",
+                "kubeletVersion": kubelet,
+                "kubeProxyVersion": "",
+            },
+        },
+    }
+    if taints:
+        manifest["spec"]["taints"] = taints
+    return manifest
+
+
+def _taints(contract: PoolContract) -> list[dict[str, str]]:
+    return [t.as_object() for t in contract.taints]
+
+
+def _allocatable(contract: PoolContract) -> dict[str, str]:
+    allocatable = dict(NODE_ALLOCATABLE)
+    if not contract.dra:  # the device plugin's name; a DRA node advertises none
+        allocatable["nvidia.com/gpu"] = str(contract.gpus_per_node)
+    return allocatable
+
+
+def _names(pool: NodePool, cluster: str) -> Iterator[tuple[str, str]]:
+    provisioning = pool.provisioning
+    if provisioning.static is not None:
+        for name in provisioning.static.nodes:
+            yield name, "static"
+    elif provisioning.provisioned is not None:
+        for index in range(PROVISIONED_NODES):
+            yield f"{cluster}-{pool.name}-{index}", "provisioned"
+    else:
+        yield f"{cluster}-{pool.name}-karpenter-0", "karpenter"
+
+
+def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
+    """Every node of every pool of the cluster, with its slices, in the cluster file's order."""
+    contracts = {c.name: c for c in plan.pools}
+    version = plan.definition.kubernetes_version.lstrip("v")
+    kubelet = f"v{version}" if version.count(".") == 2 else f"v{version}.0"
+    nodes: list[SimulatedNode] = []
+    for pool in plan.definition.node_pools:
+        contract = contracts[pool.name]
+        for name, kind in _names(pool, plan.name):
+            labels: dict[str, str] = dict(NFD_NVIDIA_PCI)
+            taints: list[dict[str, str]] = []
+            if kind == "provisioned":
+                labels, taints = {**labels, **contract.labels}, _taints(contract)
+            elif kind == "karpenter":
+                karpenter = pool.provisioning.karpenter
+                assert karpenter is not None
+                labels = {
+                    **labels,
+                    **contract.labels,
+                    "karpenter.sh/nodepool": pool.name,
+                    "karpenter.sh/capacity-type": karpenter.capacity_types[0],
+                    "karpenter.sh/registered": "true",
+                    "node.kubernetes.io/instance-type": karpenter.instance_types[0],
+                }
+                taints = _taints(contract)
+            slices: tuple[dict[str, Any], ...] = ()
+            if contract.dra:
+                mig = dict(contract.mig_devices) if contract.mig_devices is not None else None
+                slices = (resource_slice(name, gpu_devices(name, contract.product, contract.gpus_per_node, mig)),)
+            nodes.append(
+                SimulatedNode(
+                    name, pool.name, kind, _node(name, labels, taints, _allocatable(contract), kubelet), slices
+                )
+            )
+    system = _node(SYSTEM_NODE, {"node-role.kubernetes.io/system": ""}, [], dict(NODE_ALLOCATABLE), kubelet)
+    nodes.append(SimulatedNode(SYSTEM_NODE, "", "system", system, ()))
+    return nodes

@@ -1,0 +1,141 @@
+"""The sandbox's tools: which (tools.toml, the one file of versions), where they are, and whether they are built.
+
+Each tool is built from its Go module into `<cache>/<tool>-<version>/`, with a `.recipe` file holding the
+digest of what it was built from (its tools.toml entry, the Go version, and for a tool built from this
+project's own source, that source). A folder whose recipe matches and that holds every binary is ready;
+anything else is built again (`build.py`). The cache is outside the clone, so every checkout shares it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from themelio_gpu.sandbox.errors import MissingToolError
+
+TOOLS_FILE = Path(__file__).with_name("tools.toml")
+CACHE_ENV = "THEMELIO_TOOLS_CACHE"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BUILD_TARGET = "make sandbox-tools"
+
+
+def cache_root() -> Path:
+    """$THEMELIO_TOOLS_CACHE, else $XDG_CACHE_HOME/themelio-gpu/tools, else ~/.cache/themelio-gpu/tools."""
+    given = os.environ.get(CACHE_ENV)
+    if given:
+        return Path(given).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "themelio-gpu" / "tools"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One entry of tools.toml."""
+
+    name: str
+    module: str
+    version: str
+    binaries: dict[str, str]
+    files: dict[str, str] = field(default_factory=dict)
+    ldflags: str = ""
+    tags: str = ""
+    replace: tuple[str, ...] = ()
+    staging: str = ""
+    source: str = ""
+
+    @property
+    def folder(self) -> Path:
+        return cache_root() / f"{self.name}-{self.version}"
+
+    def path(self, binary: str) -> Path:
+        return self.folder / binary
+
+    def recipe(self, go_version: str) -> str:
+        """What the build depends on, as one digest: the entry, the Go toolchain and any source of ours."""
+        digest = hashlib.sha256()
+        digest.update(repr((self, go_version)).encode())
+        if self.source:
+            root = PROJECT_ROOT / self.source
+            for file in sorted(p for p in root.rglob("*") if p.is_file()):
+                digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes() + b"\0")
+        return digest.hexdigest()
+
+    def ready(self, go_version: str) -> bool:
+        stamp = self.folder / ".recipe"
+        return stamp.is_file() and stamp.read_text().strip() == self.recipe(go_version) and self.built()
+
+    def built(self) -> bool:
+        """Every binary is there and executable, and every file is there."""
+        return all(os.access(self.path(b), os.X_OK) for b in self.binaries) and all(
+            self.path(f).is_file() for f in self.files
+        )
+
+    def missing(self) -> list[str]:
+        return [b for b in self.binaries if not os.access(self.path(b), os.X_OK)] + [
+            f for f in self.files if not self.path(f).is_file()
+        ]
+
+
+def load_tools(file: Path = TOOLS_FILE) -> dict[str, Tool]:
+    with file.open("rb") as stream:
+        table = tomllib.load(stream)
+    tools = {}
+    for name, entry in table.items():
+        tools[name] = Tool(
+            name=name,
+            module=entry.get("module", ""),
+            version=entry["version"],
+            binaries=dict(entry.get("binaries", {})),
+            files=dict(entry.get("files", {})),
+            ldflags=" ".join(entry.get("ldflags", "").replace("\\\n", " ").split()),
+            tags=entry.get("tags", ""),
+            replace=tuple(entry.get("replace", ())),
+            staging=entry.get("staging", ""),
+            source=entry.get("source", ""),
+        )
+    return tools
+
+
+def go_version() -> str:
+    """The Go toolchain's version (part of every recipe: another Go builds other binaries)."""
+    from themelio_gpu import interrupts
+
+    go = shutil.which("go")
+    if go is None:
+        return ""
+    result = interrupts.run([go, "env", "GOVERSION"])
+    return result.stdout.strip()
+
+
+@dataclass(frozen=True)
+class Toolbox:
+    """The paths of every built tool, after checking each is ready."""
+
+    tools: dict[str, Tool]
+
+    def binary(self, tool: str, binary: str | None = None) -> Path:
+        return self.tools[tool].path(binary or tool)
+
+
+def toolbox(needed: tuple[str, ...] | None = None) -> Toolbox:
+    """The built tools, or MissingToolError naming each that is not built and the target that builds it.
+
+    Readiness is the binaries being there: the recipe check (which needs Go) is the builder's, so a machine
+    with the tools and no Go can still run the sandbox.
+    """
+    tools = load_tools()
+    missing = [
+        f"{tool.name} {tool.version} ({', '.join(tool.missing())})"
+        for name, tool in tools.items()
+        if (needed is None or name in needed) and not tool.built()
+    ]
+    if missing:
+        raise MissingToolError(
+            f"not built: {'; '.join(missing)} in {cache_root()}; run `{BUILD_TARGET}` (builds them from their Go "
+            "modules, about 20 minutes the first time on 2 CPUs; docs/sandbox.md)"
+        )
+    return Toolbox(tools)
