@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures setup synth synth-python validate test lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
+.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -20,9 +20,11 @@ node_modules/.synced: package-lock.json
 
 setup: .venv/.synced node_modules/.synced
 
-# Main job: synthesize the fleet in catalog/ and stacks/ with the CDKTF CLI, as GitOps pipelines do.
+# Main job: synthesize the fleet in catalog/ and stacks/ with the CDKTF CLI, as GitOps pipelines do. Without a
+# terminal (a log file, a pipeline) the CLI's spinner and colours would be escape codes: its renderer draws only
+# the final lines when CI is set, and FORCE_COLOR=0 turns the colours off (either left alone when already set).
 synth: setup
-	npx cdktf synth
+	@if [ -t 1 ]; then npx cdktf synth; else CI=$${CI:-true} FORCE_COLOR=$${FORCE_COLOR:-0} npx cdktf synth; fi
 
 # The same synthesis without the CDKTF CLI (what the CLI runs, per cdktf.json).
 synth-python: .venv/.synced
@@ -40,6 +42,11 @@ lint: .venv/.synced
 test: lint node_modules/.synced
 	$(VENV)/pytest
 
+# The tests that follow your fleet (catalog/ and stacks/): its reviewed snapshots, contract files and schemas.
+# Seconds, where `make test` (the tool's own tests too) takes minutes: the README's edit loop runs this.
+check-fleet: .venv/.synced
+	$(VENV)/pytest -q tests/test_user_fleet.py
+
 # The GPUCluster mode rendered with the real gpu-operator v26.7.0 chart (a test: needs helm and ../shared/reference/charts).
 render-gpucluster: .venv/.synced
 	$(VENV)/pytest tests/test_gpu_operator_mode_render.py
@@ -47,11 +54,10 @@ render-gpucluster: .venv/.synced
 
 # Records the reviewed snapshots again: your fleet's (tests/snapshots/user-fleet: one per cluster in
 # stacks/, and the snapshots of clusters that are gone are removed) and the fixture fleet's
-# (tests/snapshots/fixture-fleet), and the trial of the capability fixture (tests/snapshots/trial). Read
-# `git diff tests/snapshots` before committing.
+# (tests/snapshots/fixture-fleet), and the trial of the capability fixture (tests/snapshots/trial). It ends
+# with every snapshot file it added, changed or removed: read each before committing.
 snapshots: .venv/.synced
 	$(VENV)/pytest -q --update-snapshots tests/test_user_fleet.py tests/test_stacks.py tests/test_contracts.py tests/test_trial.py
-	@git status --short tests/snapshots 2>/dev/null || true
 
 # The chart versions your clusters pin, into the chart cache (.cache/charts) with `helm pull` from NVIDIA's
 # repositories; `make charts CHARTS_FROM=DIR` copies them from a folder of <chart>-<version> chart folders

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from tests.checkout import UserFleetGuard, checkout_paths
+from tests.skip_summary import write_skip_summary
 from themelio_gpu.outputs.schemas import schema_texts
 from themelio_gpu.plan.fleet import Fleet, load_fleet
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, InputPaths, input_paths
@@ -111,6 +112,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             else:
                 print(f"FAILED (checkout): {line}", file=sys.stderr)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> Iterator[None]:
+    """After the inner summaries (`-ra`'s list), just before the final counts: what `--update-snapshots` did to
+    each snapshot (tests/snapshot.py), and the skip reasons in one line (tests/skip_summary.py)."""
+    yield
+    if config.getoption("--update-snapshots"):
+        from tests.snapshot import recorded_summary
+
+        for line in recorded_summary(ROOT):
+            terminalreporter.write_line(line)
+    write_skip_summary(terminalreporter)
 
 
 @pytest.fixture(scope="session")

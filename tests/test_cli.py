@@ -64,7 +64,41 @@ def test_environment_variables_choose_the_inputs(tmp_path: Path) -> None:
     env = {"THEMELIO_CATALOG": str(catalog), "THEMELIO_STACKS_DIR": str(stacks), "PATH": "/usr/bin:/bin"}
     result = run("-m", "themelio_gpu", "validate", env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "OK: 6 offerings, 1 clusters"
+    assert result.stdout.strip() == "OK: 6 offerings, 1 cluster"  # one, not "1 clusters"
+
+
+def test_validate_says_when_a_schema_beside_the_fleet_is_missing_or_stale(tmp_path: Path) -> None:
+    """`rm stacks/*` (the README's "delete the example files in stacks/", taken literally) also deletes the
+    cluster schema editors read: validate says so, and how to write it again."""
+    from themelio_gpu.outputs.schemas import CLUSTER_SCHEMA, schema_texts
+
+    project = tmp_path / "fork"
+    project.mkdir()
+    write_fleet(project, [cluster(name="north")])
+    (project / "catalog").mkdir()
+    shutil.copy(EXAMPLE_CATALOG, project / "catalog" / "gpu-catalog.yaml")
+    env = {"PATH": "/usr/bin:/bin", "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    command = [sys.executable, "-m", "themelio_gpu", "validate"]
+    for path, text in schema_texts().items():
+        (project / path).write_text(text, encoding="utf-8")
+
+    def validate() -> subprocess.CompletedProcess[str]:
+        python_path = {"PYTHONPATH": str(ROOT)}
+        return subprocess.run(
+            command, cwd=project, capture_output=True, text=True, check=False, env={**env, **python_path}
+        )
+
+    current = validate()
+    assert current.returncode == 0 and current.stderr == "", current.stderr
+    (project / CLUSTER_SCHEMA).unlink()
+    missing = validate()
+    assert missing.returncode == 0 and missing.stdout.startswith("OK: "), missing.stderr
+    assert missing.stderr.splitlines() == [
+        f"warning: {CLUSTER_SCHEMA} is missing: editors check and complete the files beside it with it (their "
+        "$schema line names it). `make schemas` writes it again; keep it when you replace the example files"
+    ]
+    (project / CLUSTER_SCHEMA).write_text("{}\n", encoding="utf-8")
+    assert f"warning: {CLUSTER_SCHEMA} is out of date" in validate().stderr
 
 
 def test_catalog_validate_show_export_and_quota(tmp_path: Path) -> None:
@@ -134,6 +168,25 @@ def test_main_synthesizes_with_progress_and_summary(tmp_path: Path) -> None:
     assert "Node.js" not in result.stderr  # the jsii end-of-life banner is silenced
 
 
+def test_a_count_of_one_is_singular(tmp_path: Path) -> None:
+    """`1 DeviceClass`, not `1 DeviceClasses`: a cluster serving one offering gets one class."""
+    pool = {"name": "whole", "product": "a100-40gb", "gpusPerNode": 8, "provisioning": {"provisioned": {}}}
+    catalog, stacks = write_fleet(tmp_path, [cluster(name="one", offerings=["nvidia.com/a100"], nodePools=[pool])])
+    result = run(
+        "main.py", "--catalog", str(catalog), "--stacks-dir", str(stacks), "--outdir", str(tmp_path / "out")
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[1/1] one: 1 DeviceClass\n" in result.stdout
+    from themelio_gpu.words import count
+
+    assert [count(n, "DeviceClass", "DeviceClasses") for n in (0, 1, 2)] == [
+        "0 DeviceClasses",
+        "1 DeviceClass",
+        "2 DeviceClasses",
+    ]
+    assert [count(n, "node") for n in (1, 3)] == ["1 node", "3 nodes"]
+
+
 def test_unwritable_export_folder_is_a_message_not_a_traceback(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
@@ -165,6 +218,25 @@ FLEET_FLAGS = (
 
 def quota(*args: str) -> subprocess.CompletedProcess[str]:
     return run("-m", "themelio_gpu", "catalog", "quota", *FLEET_FLAGS, *args)
+
+
+def test_catalog_quota_warns_of_a_grant_only_a_reserved_pool_serves_that_no_queue_admits_there() -> None:
+    """West serves nvidia.com/h100-mig-1g.10gb only on its reserved pool h100-mig, granted by queue sliced to
+    team-sliced: a grant to another namespace is written, with a warning; to team-sliced, without one."""
+    elsewhere = quota(
+        "--cluster", "west", "--namespace", "team-x", "nvidia.com/h100-mig-1g.10gb=2", "nvidia.com/h100=1"
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert "nvidia.com/h100-mig-1g.10gb: '2'" in elsewhere.stdout
+    warnings = [line for line in elsewhere.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: nvidia.com/h100-mig-1g.10gb: cluster west serves it only on reserved pools (pool h100-mig carries "
+        "themelio.io/sliced=true:NoSchedule, which its tolerations do not tolerate), and no kueue.queues entry "
+        "granting them admits team-x (queue sliced admits team-sliced): its pods would stay Pending. Add team-x to "
+        "the namespaces of the queue granting the pool, or grant an offering an open pool serves"
+    ]
+    admitted = quota("--cluster", "west", "--namespace", "team-sliced", "nvidia.com/h100-mig-1g.10gb=2")
+    assert admitted.returncode == 0 and "warning" not in admitted.stderr, admitted.stderr
 
 
 def test_catalog_quota_closes_every_other_gpu_of_the_cluster() -> None:

@@ -172,3 +172,14 @@ def test_run_from_another_folder_it_says_where_to_run(tmp_path: Path) -> None:
         "your catalog/ and stacks/ (the checkout), or name them with --catalog and --stacks-dir (or "
         "$THEMELIO_CATALOG, $THEMELIO_STACKS_DIR)"
     )
+
+
+def test_the_readme_says_what_a_command_needs_outside_the_checkout() -> None:
+    """Run from another folder, a command finds no catalog/ and stacks/ (test above): where the README's Setup
+    speaks of other folders, it names the flags (or variables) that say where the fleet is."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = readme.partition("\n## Setup\n")[2].partition("\n## ")[0]
+    paragraphs = [p for p in setup.split("\n\n") if re.search(r"(any|another|other) folder", p)]
+    assert paragraphs, "README's Setup no longer says where the commands run"
+    for paragraph in paragraphs:
+        assert "--catalog" in paragraph and "--stacks-dir" in paragraph, paragraph

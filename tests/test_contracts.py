@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.builders import cluster, fleet_of
 from tests.conftest import FIXTURE_SNAPSHOTS, FIXTURES
 from tests.snapshot import assert_matches_snapshot
 from tests.test_quota import fleet
@@ -37,7 +39,7 @@ StackJson = Callable[[str], dict[str, Any]]
 )
 def test_contract_files_match_reviewed_snapshots(example_fleet: Fleet, name: str, update_snapshots: bool) -> None:
     assert_matches_snapshot(
-        FIXTURE_SNAPSHOTS / "catalog" / name, contract_files(example_fleet.catalog)[name], update_snapshots
+        FIXTURE_SNAPSHOTS / "catalog" / name, contract_files(example_fleet)[name], update_snapshots
     )
 
 
@@ -211,6 +213,50 @@ def test_a_notebook_choice_served_only_by_a_reserved_pool_is_left_out_saying_why
         assert files[name].startswith(f"# {choices.left_out[0]}\n"), name
 
 
+RESERVED_H100 = {
+    "name": "h100",
+    "product": "h100-80gb",
+    "gpusPerNode": 8,
+    "taints": [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "team.example/reserved", "value": "training", "effect": "NoSchedule"},
+    ],
+    "provisioning": {"static": {"nodes": ["h100-1"]}},
+}
+OPEN_H100 = {
+    "name": "h100",
+    "product": "h100-80gb",
+    "gpusPerNode": 8,
+    "provisioning": {"static": {"nodes": ["h100-2"]}},
+}
+
+
+def test_fleet_wide_files_leave_out_an_offering_only_reserved_pools_serve_saying_why(tmp_path: Path) -> None:
+    """Offered with only its GPU toleration, an offering no pod can reach but through a reserved pool would
+    leave every notebook and gpuLabel workload Pending: the fleet-wide files leave it out, as each cluster's do."""
+    reserved = cluster(
+        name="train",
+        offerings=["nvidia.com/h100"],
+        nodePools=[RESERVED_H100],
+        kueue={"queues": [{"name": "training", "pools": ["h100"], "namespaces": ["ml"]}]},
+    )
+    files = contract_files(fleet_of(tmp_path, reserved))
+    why = (
+        "# nvidia.com/h100 is left out: only reserved pools serve it (cluster train: pool h100 carries "
+        "team.example/reserved=training:NoSchedule, which its tolerations do not tolerate; queue training grants "
+        "it); only work that Kueue admits through a queue granting such a pool lands there"
+    )
+    for name in ("kubeflow-spawner-gpus.yaml", "kubeflow-workspacekind-podconfig.yaml", "gpu-labels.yaml"):
+        assert files[name].startswith(why), name
+        body = yaml.safe_load(files[name])
+        assert "nvidia.com/h100" not in json.dumps(body), name
+        assert "nvidia.com/a100" in json.dumps(body), name  # served by no cluster here: still offered
+    # Served on an open pool somewhere else too: offered again, without a word.
+    other = cluster(name="infer", offerings=["nvidia.com/h100"], nodePools=[OPEN_H100])
+    files = contract_files(fleet_of(tmp_path, reserved, other))
+    assert all("nvidia.com/h100" in text and "left out" not in text for text in files.values())
+
+
 def test_every_v1_gpu_choice_has_a_toleration_group_with_its_tolerations(tmp_path: Path) -> None:
     """The v1 form's GPU choice sets only the limit (form.py set_notebook_gpus); tolerations come from the
     toleration group (set_notebook_tolerations): one group per distinct set the choices need."""
@@ -237,7 +283,7 @@ def test_no_notebook_choice_means_no_podconfig_fragment(tmp_path: Path) -> None:
     """Notebooks 2.0's podConfig.values takes at least one option (CRD minItems: 1): no fragment at all."""
     assert kubeflow_workspacekind_pod_configs([]) is None
     plain = load_catalog_of(tmp_path, "coverage")
-    assert "kubeflow-workspacekind-podconfig.yaml" not in contract_files(plain)
+    assert "kubeflow-workspacekind-podconfig.yaml" not in contract_files(Fleet(plain, ()))
     assert kubeflow_spawner_gpus(plain)["spawnerFormDefaults"]["gpus"]["value"]["vendors"] == []
 
 

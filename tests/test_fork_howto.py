@@ -49,7 +49,7 @@ def copy_project(target: Path) -> Path:
         target / "tests",
         ignore=lambda folder, names: [*ignore(folder, names), *_user_snapshots(names, folder)],
     )
-    for file in ("main.py", "pyproject.toml", "Makefile", "cdktf.json"):
+    for file in ("main.py", "pyproject.toml", "Makefile", "cdktf.json", ".gitignore"):
         shutil.copy2(ROOT / file, target / file)
     shutil.copytree(EXAMPLE_CATALOG.parent, target / "catalog")
     shutil.copytree(EXAMPLE_STACKS, target / "stacks")
@@ -126,10 +126,24 @@ def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path)
     assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
 
     snapshots = project / USER_SNAPSHOTS.relative_to(ROOT)
+    # make snapshots names every file it added, changed or removed (git diff alone shows no new file).
+    listed = recorded.stdout.partition("\nsnapshots: ")[2]
+    user = USER_SNAPSHOTS.relative_to(ROOT).as_posix()
+    pooled = yaml.safe_load((stacks / target.group(1)).read_text(encoding="utf-8"))["name"]
+    for what, path in (
+        ("added", f"stacks/{new_cluster}.cdk.tf.json"),
+        ("added", f"catalog/clusters/{new_cluster}/kueue.yaml"),
+        ("changed", f"stacks/{pooled}.cdk.tf.json"),
+        ("removed", f"stacks/{gone}.cdk.tf.json"),
+    ):
+        assert f"\n  {what:<8}{user}/{path}\n" in listed, (what, path, listed[:3000])
+    assert "fixture-fleet" not in listed  # the tool's own snapshots did not move
+    again = pytest_in(project, [*make_recipe("snapshots")[:5], "tests/test_user_fleet.py"])
+    assert "\nsnapshots: none added, changed or removed\n" in again.stdout, again.stdout[-3000:]
+
     stack_snapshots = {p.name for p in (snapshots / "stacks").iterdir()}
     assert f"{new_cluster}.cdk.tf.json" in stack_snapshots
     assert f"{gone}.cdk.tf.json" not in stack_snapshots
-    pooled = yaml.safe_load((stacks / target.group(1)).read_text(encoding="utf-8"))["name"]
     assert name in (snapshots / "stacks" / f"{pooled}.cdk.tf.json").read_text(encoding="utf-8")
     waldur = snapshots / "catalog" / "clusters" / pooled / "waldur-quota-mapping.yaml"
     assert name in waldur.read_text(encoding="utf-8")
@@ -137,9 +151,30 @@ def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path)
     # The tool's own snapshots do not move with the user's fleet.
     assert {p.name: p.read_bytes() for p in fixture_snapshots.rglob("*.*")} == fixture_before
 
-    checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
+    checked = pytest_in(project, make_recipe("check-fleet"))  # the README's edit loop
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert re.search(r"\d+ passed", checked.stdout) and "failed" not in checked.stdout
+
+
+def edit_loop() -> str:
+    """The commands the README's How to says to run after every change."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("After every change below:")
+    match = re.search(r"```sh\n(.*?)```", text[start:], re.DOTALL)
+    assert match is not None, "no command block after 'After every change below:' in README.md"
+    return match.group(1)
+
+
+def test_the_edit_loop_checks_the_fleet_alone_and_make_test_stays_whole() -> None:
+    """After every edit the loop runs the tests that read the user's fleet (seconds), not the whole suite
+    (minutes); `make test` still runs every test."""
+    loop = [line.split("#")[0].strip() for line in edit_loop().splitlines()]
+    assert "make check-fleet" in loop and "make test" not in loop
+    recipe = make_recipe("check-fleet")
+    assert [arg for arg in recipe[3:] if not arg.startswith("-")] == ["tests/test_user_fleet.py"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    whole = re.search(r"^test:.*\n\t(.*)$", makefile, re.MULTILINE)
+    assert whole is not None and whole.group(1) == "$(VENV)/pytest"  # every test under testpaths
 
 
 FOREIGN_CATALOG = """\
@@ -221,3 +256,18 @@ def test_a_fork_with_a_fleet_of_its_own_passes_the_fleet_tests_and_records_its_s
     checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
     assert re.search(r"\d+ passed", checked.stdout) and "failed" not in checked.stdout
+
+
+def test_a_fork_that_deleted_the_cluster_schema_is_told_how_to_write_it_again(tmp_path: Path) -> None:
+    """`rm stacks/*` takes stacks/cluster.schema.json with the example files: the fleet's tests say so."""
+    project = copy_project(tmp_path / "fork")
+    for path in (project / "stacks").iterdir():
+        path.unlink()
+    test = "tests/test_user_fleet.py::test_committed_json_schemas_are_current"
+    checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", test])
+    assert checked.returncode == 1, checked.stdout[-3000:]
+    assert (
+        "stacks/cluster.schema.json is missing (deleting every file in stacks/ deletes it too): run `make schemas`"
+        in checked.stdout
+    )
+    assert "FileNotFoundError" not in checked.stdout and "Traceback" not in checked.stdout

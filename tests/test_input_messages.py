@@ -353,3 +353,83 @@ def test_the_newest_known_version_is_kubernetes_validates_newest() -> None:
 
     assert str(kubernetes_validate.latest_version()).split(".")[:2] == ["1", str(NEWEST_KNOWN_MINOR)]
     assert str(kubernetes_validate.utils.all_versions()[0]).split(".")[:2] == ["1", str(OLDEST_VALIDATED_MINOR)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "name: a\naccess:\n  kubeconfig:\n\tpath: x\n",
+            "line 4, column 1: invalid YAML after access.kubeconfig: a tab character indents this line; YAML "
+            "indents with spaces only: replace the tab with spaces",
+        ),
+        (
+            "name: a\nnodePools:\n\t- name: x\n",
+            "line 3, column 1: invalid YAML after nodePools: a tab character indents this line",
+        ),
+        (
+            "name: a\nbackend:\n  type: s3\n    bucket: b\n",
+            "line 4, column 11: invalid YAML after backend.type: a `key: value` where none can start: is this line "
+            "indented deeper than the key above it, or does a value hold ': ' unquoted (quote it)? (the parser: "
+            "mapping values are not allowed",
+        ),
+        (
+            "name: a\nnodePools:\n  - name: x\n    product: a100-40gb\n   gpusPerNode: 2\n",
+            "line 5, column 4: invalid YAML after nodePools[0]: this line is indented differently from the list's "
+            "`- ` items: align it with the item it belongs to, or start a new item with `- ` (the parser: ",
+        ),
+        (
+            "name: a\naccess:\n  kubeconfig:\n    path: x\n   context: y\n",
+            "line 5, column 4: invalid YAML after access.kubeconfig: this line is indented differently from the "
+            "keys of the mapping it belongs to: align it with them (the parser: ",
+        ),
+    ],
+    ids=["tab in a mapping", "tab before a list item", "indented too deep", "list item dedented", "key dedented"],
+)
+def test_a_tab_is_called_a_tab_and_an_indentation_mistake_names_where_the_parser_was(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    found = problems(tmp_path, text)
+    assert len(found) == 1 and found[0].startswith(f"stacks/a.yaml: {message}"), found
+
+
+def test_a_kubeconfig_without_a_context_says_why_it_needs_one(tmp_path: Path) -> None:
+    found = problems_of(tmp_path, cluster(access={"kubeconfig": {"path": "~/.kube/config"}}))
+    assert len(found) == 1, found
+    assert found[0].startswith(
+        "stacks/test.yaml: access.kubeconfig.context: required key is missing: name this cluster's context in the "
+        "kubeconfig (`kubectl config get-contexts` lists them). Without one, Terraform would use whichever context "
+        "is current when it runs"
+    )
+
+
+def test_a_mig_profile_the_product_lacks_is_not_called_mig_off(tmp_path: Path) -> None:
+    """The pool has MIG on, with a profile its product lacks: its own problem says so, and the offering it cannot
+    serve points at that, not at MIG being off."""
+    pool = {
+        "name": "sliced",
+        "product": "a100-40gb",
+        "gpusPerNode": 8,
+        "mig": {"profile": "1g.20gb"},
+        "provisioning": {"static": {"nodes": ["n"]}},
+    }
+    found = problems_of(tmp_path, cluster(offerings=["nvidia.com/a100-mig-1g.5gb"], nodePools=[pool]))
+    assert any("nodePools[0].mig.profile: NVIDIA A100 40GB has no MIG profile '1g.20gb'" in f for f in found), (
+        found
+    )
+    (coverage,) = [f for f in found if ": offerings[0]: " in f]
+    assert "MIG off" not in coverage
+    assert "pool sliced has no 1g.5gb devices (its MIG setting nodePools[0].mig is refused)" in coverage
+
+
+def test_hints_suggest_the_fleets_own_names(tmp_path: Path) -> None:
+    """After `names:` set the fork's own label domain, a hint's example taint is in that domain, not this
+    project's."""
+    catalog = EXAMPLE_CATALOG.parents[2] / "own-names" / "catalog" / "gpu-catalog.yaml"
+    open_pool = {"name": "open", "product": "a100-40gb", "gpusPerNode": 8, "provisioning": {"provisioned": {}}}
+    queue = {"queues": [{"name": "training", "pools": ["open"], "namespaces": ["ml"]}]}
+    found = problems_of(
+        tmp_path, cluster(offerings=["nvidia.com/a100"], nodePools=[open_pool], kueue=queue), catalog=catalog
+    )
+    (hint,) = [f for f in found if "kueue.queues[0].pools[0]" in f]
+    assert "e.g. gpu.acme.example/reserved=training:NoSchedule" in hint and "themelio" not in hint

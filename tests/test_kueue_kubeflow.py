@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import cluster, problems_of
+from tests.builders import cluster, problems_of, write_fleet
 from tests.conftest import FIXTURES
 from tests.test_quota import fleet
 from themelio_gpu.cli import cluster_contract_files, contract_files
@@ -259,16 +259,20 @@ def test_more_covered_resources_than_a_cluster_queue_takes_are_refused(tmp_path:
 
 
 def test_catalog_wide_pod_configs_list_active_kubeflow_offerings() -> None:
-    options = yaml.safe_load(contract_files(fleet("chart-gpu").catalog)["kubeflow-workspacekind-podconfig.yaml"])
-    # Active offerings with a Kubeflow name only: not the deprecated L4 and nvidia.com/gpu.
+    text = contract_files(fleet("chart-gpu"))["kubeflow-workspacekind-podconfig.yaml"]
+    options = yaml.safe_load(text)
+    # Active offerings with a Kubeflow name only: not the deprecated L4 and nvidia.com/gpu; and not
+    # nvidia.com/h100-mig-1g.10gb, which only cluster west's reserved pool h100-mig serves.
     assert [v["id"] for v in options["values"]] == [
         "gpu_nvidia_com_a100",
         "gpu_nvidia_com_a100_mig_1g_5gb",
         "gpu_nvidia_com_a100_mig_3g_20gb",
         "gpu_nvidia_com_a10g",
         "gpu_nvidia_com_h100",
-        "gpu_nvidia_com_h100_mig_1g_10gb",
     ]
+    assert text.startswith(
+        "# nvidia.com/h100-mig-1g.10gb is left out: only reserved pools serve it (cluster west:"
+    )
 
 
 def test_pod_configs_request_the_clusters_grant_name() -> None:
@@ -310,3 +314,39 @@ def test_a_notebook_choice_on_a_dedicated_pool_its_placement_tolerates_gets_its_
     options = {v["id"]: v for v in yaml.safe_load(files["kubeflow-workspacekind-podconfig.yaml"])["values"]}
     assert options["gpu_nvidia_com_l40s"]["spec"]["tolerations"] == groups[1]["tolerations"]
     assert "gpu_nvidia_com_l4" not in options  # not in the catalog's notebook form
+
+
+def test_validate_warns_of_a_reserved_pool_no_queue_grants_at_its_taints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not an error (a cluster may not use Kueue), but Kueue would admit nothing there: validate says so."""
+    from themelio_gpu.cli import main
+    from themelio_gpu.inputs.yaml_input import display_path
+
+    pools = [
+        {
+            "name": "h100",
+            "product": "h100-80gb",
+            "gpusPerNode": 8,
+            "taints": [
+                {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                {"key": "team.example/reserved", "value": "training", "effect": "NoSchedule"},
+            ],
+            "provisioning": {"static": {"nodes": ["h100-1"]}},
+        }
+    ]
+    ungranted = cluster(name="train", offerings=["nvidia.com/h100"], nodePools=pools)
+    catalog, stacks = write_fleet(tmp_path, [ungranted])
+    assert main(["validate", "--catalog", str(catalog), "--stacks-dir", str(stacks)]) == 0
+    file = display_path(stacks / "train.yaml")
+    line = 1 + (stacks / "train.yaml").read_text(encoding="utf-8").splitlines().index("  taints:")
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {file}: nodePools[0].taints: pool h100 is reserved (team.example/reserved=training:NoSchedule) "
+        "and no kueue.queues entry grants it: Kueue admits no work there, and the notebook forms leave out what "
+        "only it serves. Grant it to the namespaces that may use it (kueue.queues: docs/cluster-definitions.md), "
+        f"unless the cluster does not use Kueue (line {line}, column 3)"
+    ]
+    granted = {**ungranted, "kueue": {"queues": [{"name": "training", "pools": ["h100"], "namespaces": ["ml"]}]}}
+    catalog, stacks = write_fleet(tmp_path, [granted])
+    assert main(["validate", "--catalog", str(catalog), "--stacks-dir", str(stacks)]) == 0
+    assert capsys.readouterr().err == ""

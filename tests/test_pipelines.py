@@ -41,6 +41,9 @@ EXAMPLE_INPUTS = [
     "--stacks-dir",
     str(EXAMPLE_STACKS.relative_to(ROOT)),
 ]
+LOCAL_STATE_CLUSTER = "gpu-lab"
+"""The example fleet's one cluster with a local backend: a pipeline leaves it out only when told to."""
+PIPELINE_INPUTS = [*EXAMPLE_INPUTS, "--skip-local-state"]
 
 ATLANTIS_REPO_KEYS = {
     "version", "projects", "workflows", "policies", "autodiscover", "automerge", "parallel_apply",
@@ -58,7 +61,7 @@ ATLANTIS_AUTOPLAN_KEYS = {"when_modified", "enabled"}
 
 def generate(tmp_path: Path, engine: str, *extra: str) -> Path:
     output = tmp_path / engine / ("workflow.yml" if engine == "github-actions" else "atlantis.yaml")
-    assert main(["pipeline", engine, *EXAMPLE_INPUTS, "--output", str(output), *extra]) == 0
+    assert main(["pipeline", engine, *PIPELINE_INPUTS, "--output", str(output), *extra]) == 0
     return output
 
 
@@ -180,10 +183,12 @@ def test_the_workflows_synthesis_and_comparison_steps_run(tmp_path: Path) -> Non
     base = git(repo, "rev-parse", "HEAD").strip()
     east = repo / "stacks" / "gpu-east.yaml"
     east.write_text(east.read_text().replace("gpu-east-a100-02]", "gpu-east-a100-02, gpu-east-a100-03]"))
+    lab = repo / "stacks" / f"{LOCAL_STATE_CLUSTER}.yaml"  # changed too, but never planned: its state is local
+    lab.write_text(lab.read_text().replace("nodes: [lab-gpu-01]", "nodes: [lab-gpu-01, lab-gpu-02]"))
     (repo / ".venv").symlink_to(Path(sys.executable).parent.parent)  # what `scripts/setup.sh python` makes
     # The repository's own fleet, at the paths a fork has it (a copy of the fixture fleet, made above).
     inputs = f"--catalog {Path('catalog', 'gpu-catalog.yaml')} --stacks-dir stacks"
-    text = github_actions.workflow_text(inputs, "main", "terraform")
+    text = github_actions.workflow_text(inputs, "main", "terraform", [LOCAL_STATE_CLUSTER])
     steps = job_steps(yaml.safe_load(text), "changed")
     outputs, summary = tmp_path / "github-output", tmp_path / "summary.md"
     env = {
@@ -213,6 +218,8 @@ def test_the_workflows_synthesis_and_comparison_steps_run(tmp_path: Path) -> Non
     ]
     report = summary.read_text()
     assert report.startswith("### Stacks this change touches") and "gpu-east  changed: 2 to create" in report
+    assert re.search(rf"^{LOCAL_STATE_CLUSTER} +changed", report, re.MULTILINE)
+    assert f"Not planned here (--skip-stack): {LOCAL_STATE_CLUSTER}; deploy them by hand" in report
 
 
 def test_atlantis_yaml_uses_only_the_keys_atlantis_reads(tmp_path: Path) -> None:
@@ -235,7 +242,9 @@ def test_each_atlantis_project_is_a_stack_folder_planned_when_its_inputs_change(
     tmp_path: Path, example_fleet: Fleet, synthesized: Path
 ) -> None:
     config = yaml.safe_load(generate(tmp_path, "atlantis").read_text())
-    folders = {f"cdktf.out/stacks/{p.name}" for p in (synthesized / "stacks").iterdir()}
+    folders = {
+        f"cdktf.out/stacks/{p.name}" for p in (synthesized / "stacks").iterdir() if p.name != LOCAL_STATE_CLUSTER
+    }
     assert {p["dir"] for p in config["projects"]} == folders
     catalog, stacks = EXAMPLE_INPUTS[1], EXAMPLE_INPUTS[3]
     for project in config["projects"]:
@@ -251,20 +260,70 @@ def test_each_atlantis_project_is_a_stack_folder_planned_when_its_inputs_change(
     assert atlantis.hook_command(" ".join(EXAMPLE_INPUTS)) in generate(tmp_path / "again", "atlantis").read_text()
 
 
+@pytest.mark.parametrize("engine", ["github-actions", "atlantis"])
+def test_a_cluster_whose_state_is_local_is_refused_at_its_backend_with_the_backends_to_use(
+    engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each pipeline job starts from a fresh checkout: a local state file would be thrown away every time."""
+    output = tmp_path / "pipeline.yml"
+    assert main(["pipeline", engine, *EXAMPLE_INPUTS, "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    lab = (EXAMPLE_STACKS / f"{LOCAL_STATE_CLUSTER}.yaml").relative_to(ROOT)
+    line = 1 + lab.read_text(encoding="utf-8").splitlines().index("  type: local")
+    assert f"{lab}: backend.type: cluster {LOCAL_STATE_CLUSTER} keeps its Terraform state in a local file" in err
+    assert f"(line {line}, column 3)" in err
+    assert "every apply would create everything again" in err
+    assert "shared backend (s3, gcs, azurerm, kubernetes, http, cloud or remote" in err
+    assert "--skip-local-state" in err and "Traceback" not in err
+    assert err.count("keeps its Terraform state") == 1  # the other clusters' backends are shared
+    assert not output.exists()
+
+
+def test_skip_local_state_leaves_those_clusters_out_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], example_fleet: Fleet
+) -> None:
+    workflow = generate(tmp_path, "github-actions")
+    said = capsys.readouterr().out
+    assert f"left out of the pipeline (local state; deploy by hand): {LOCAL_STATE_CLUSTER}\n" in said
+    compare_step = job_steps(yaml.safe_load(workflow.read_text()), "changed")["Compare with the base"]["run"]
+    assert compare_step.count("--skip-stack") == 1 and f"--skip-stack {LOCAL_STATE_CLUSTER} " in compare_step
+    config = yaml.safe_load(generate(tmp_path, "atlantis").read_text())
+    projects = {p["name"] for p in config["projects"]}
+    assert projects == {c.name for c in example_fleet.clusters} - {LOCAL_STATE_CLUSTER}
+
+
+def test_changed_leaves_a_skipped_stack_out_of_the_matrix_only(synthesized: Path, tmp_path: Path) -> None:
+    from themelio_gpu.changes.stacks import read_output_folder
+    from themelio_gpu.inputs.problems import Problems
+
+    head = read_output_folder(synthesized, Problems())
+    comparison = compare({}, head, "nothing", "the fleet")
+    skipped = frozenset({LOCAL_STATE_CLUSTER})
+    matrix = json.loads(render(comparison, "github-matrix", skipped))
+    assert {row["stack"] for row in matrix["include"]} == set(head) - skipped
+    assert LOCAL_STATE_CLUSTER in {
+        row["stack"] for row in json.loads(render(comparison, "github-matrix"))["include"]
+    }
+    text = render(comparison, "text", skipped)
+    assert re.search(rf"^{LOCAL_STATE_CLUSTER} +added", text, re.MULTILINE)  # its changes are still listed
+    assert f"Not planned here (--skip-stack): {LOCAL_STATE_CLUSTER}; deploy them by hand" in text
+    assert "Not planned here" not in render(comparison, "text")
+
+
 def test_check_says_when_the_file_is_stale_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for engine in ("github-actions", "atlantis"):
         output = generate(tmp_path, engine)
         capsys.readouterr()
-        assert main(["pipeline", engine, *EXAMPLE_INPUTS, "--output", str(output), "--check"]) == 0
+        assert main(["pipeline", engine, *PIPELINE_INPUTS, "--output", str(output), "--check"]) == 0
         assert "is up to date" in capsys.readouterr().out
         output.write_text(output.read_text() + "# an edit\n")
-        assert main(["pipeline", engine, *EXAMPLE_INPUTS, "--output", str(output), "--check"]) == 1
+        assert main(["pipeline", engine, *PIPELINE_INPUTS, "--output", str(output), "--check"]) == 1
         assert f"run `python -m themelio_gpu pipeline {engine}`" in capsys.readouterr().out
         assert output.read_text().endswith("# an edit\n")
         missing = tmp_path / "missing.yml"
-        assert main(["pipeline", engine, *EXAMPLE_INPUTS, "--output", str(missing), "--check"]) == 1
+        assert main(["pipeline", engine, *PIPELINE_INPUTS, "--output", str(missing), "--check"]) == 1
         assert not missing.exists()
 
 
@@ -273,15 +332,15 @@ def test_a_file_this_command_did_not_write_is_kept_unless_forced(
 ) -> None:
     theirs = tmp_path / "atlantis.yaml"
     theirs.write_text("version: 3\nprojects: []\n")
-    assert main(["pipeline", "atlantis", *EXAMPLE_INPUTS, "--output", str(theirs)]) == 2
+    assert main(["pipeline", "atlantis", *PIPELINE_INPUTS, "--output", str(theirs)]) == 2
     err = capsys.readouterr().err
     assert "was not written by this command" in err and "--force" in err and "Traceback" not in err
     assert theirs.read_text() == "version: 3\nprojects: []\n"
-    assert main(["pipeline", "atlantis", *EXAMPLE_INPUTS, "--output", str(theirs), "--force"]) == 0
+    assert main(["pipeline", "atlantis", *PIPELINE_INPUTS, "--output", str(theirs), "--force"]) == 0
     ours = theirs.read_text()
     assert ours.startswith("# Generated by `python -m themelio_gpu pipeline atlantis`")
     theirs.write_text(ours.replace("parallel_plan: true", "parallel_plan: false"))  # ours, edited: rewritten
-    assert main(["pipeline", "atlantis", *EXAMPLE_INPUTS, "--output", str(theirs)]) == 0
+    assert main(["pipeline", "atlantis", *PIPELINE_INPUTS, "--output", str(theirs)]) == 0
     assert theirs.read_text() == ours
     assert [p.name for p in tmp_path.iterdir()] == ["atlantis.yaml"]  # no scratch file left
 
@@ -311,8 +370,8 @@ def test_inputs_outside_the_repository_root_are_refused(
 
 def test_pipeline_and_changed_between_folders_never_import_the_bindings(tmp_path: Path, synthesized: Path) -> None:
     for argv in (
-        ["pipeline", "github-actions", *EXAMPLE_INPUTS, "--output", str(tmp_path / "w.yml")],
-        ["pipeline", "atlantis", *EXAMPLE_INPUTS, "--output", str(tmp_path / "atlantis.yaml")],
+        ["pipeline", "github-actions", *PIPELINE_INPUTS, "--output", str(tmp_path / "w.yml")],
+        ["pipeline", "atlantis", *PIPELINE_INPUTS, "--output", str(tmp_path / "atlantis.yaml")],
         ["changed", "--base", str(synthesized), "--head", str(synthesized)],
     ):
         code, modules = _run_command(argv)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from tests.builders import cluster, fleet_of
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_CLUSTERS, FIXTURE_SNAPSHOTS, ROOT
 from tests.snapshot import assert_matches_snapshot, assert_no_stale_snapshots
 from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.settings import DEFAULT_OUTDIR
 
 StackJson = Callable[[str], dict[str, Any]]
 SECRET = "tok-3x4mpl3-d0-n0t-l34k"
@@ -218,6 +220,37 @@ BACKENDS: list[tuple[dict[str, Any], dict[str, Any]]] = [
 )
 def test_state_backends(backend: dict[str, Any], expected: dict[str, Any], tmp_path: Path) -> None:
     assert _backend_of(tmp_path, backend) == expected
+
+
+def test_local_state_files_are_kept_out_of_commits_by_gitignore(tmp_path: Path) -> None:
+    """Where the local backend puts a cluster's state (in the project root by default), its backup and its lock
+    file are ignored by the project's .gitignore: `git add -A` must never commit state (it holds secrets)."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_bytes((ROOT / ".gitignore").read_bytes())
+    stack_folder = PurePosixPath(DEFAULT_OUTDIR, "stacks", "test")
+    default = _backend_of(tmp_path, {"type": "local"})["backend"]["local"]["path"]
+    state = PurePosixPath(posixpath.normpath(stack_folder / default))
+    assert state == PurePosixPath("terraform.test.tfstate")  # the project root
+    custom = stack_folder / "state" / "test.tfstate"
+    # Terraform's local state manager writes <state>.backup and locks with .<state file>.lock.info beside it.
+    paths = [state, PurePosixPath(f"{state}.backup"), state.with_name(f".{state.name}.lock.info"), custom]
+    fleet_files = [PurePosixPath("stacks/test.yaml"), PurePosixPath("catalog/gpu-catalog.yaml")]
+    check = subprocess.run(
+        ["git", "-C", str(repo), "check-ignore", "--no-index", "--verbose", "--non-matching"]
+        + [str(p) for p in (*paths, *fleet_files)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode in (0, 1), check.stderr
+    unignored = {line.split("\t")[-1] for line in check.stdout.splitlines() if line.startswith("::")}
+    assert unignored == {str(p) for p in fleet_files}, (
+        f"not ignored (only the fleet's own files may be): {unignored}"
+    )
 
 
 def _one_cluster_per_backend() -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -272,11 +273,71 @@ def test_without_outdir_it_synthesizes_the_chosen_clusters_into_a_temporary_fold
     assert _terraform_leftovers(ROOT) == []
 
 
-def test_a_failed_provider_install_says_where_providers_come_from() -> None:
+def test_a_failed_provider_install_says_where_providers_come_from(tmp_path: Path) -> None:
+    """The hint names a mirror any user can make (Terraform's own `providers mirror`), never a tool of this
+    project's CI, and the docs section it points to exists and needs nothing beyond Terraform either."""
     init = tf.Step("init", False, 0.1, "Error: Failed to query available provider packages\n...")
-    text = tf.render_result(tf.StackCheck("gpu-east", (init,)), plan=True)
-    assert text.startswith("gpu-east: init FAILED (0.1 s)\n  terraform init said:\n    Error: Failed to query")
-    assert "hint: Terraform could not install the providers" in text and "TF_CLI_CONFIG_FILE" in text
+    rc = tmp_path / "mirror.tfrc"
+    rc.write_text("provider_installation {}\n", encoding="utf-8")
+    hints = {}
+    for case, environ in (("unset", {}), ("file", {"TF_CLI_CONFIG_FILE": str(rc)})):
+        text = tf.render_result(tf.StackCheck("gpu-east", (init,)), True, tf.provider_source(environ))
+        assert text.startswith("gpu-east: init FAILED (0.1 s)\n  terraform init said:\n    Error: Failed to query")
+        hints[case] = text.partition("hint: ")[2]
+        assert "Terraform could not install the providers" in hints[case] and tf.MIRROR_DOCS in hints[case]
+        assert "shared" not in hints[case] and "make-mirror" not in hints[case]
+    assert "terraform providers mirror DIR" in hints["unset"] and "TF_CLI_CONFIG_FILE" in hints["unset"]
+    assert f"with the CLI configuration {rc}" in hints["file"]
+    page, _, anchor = tf.MIRROR_DOCS.partition("#")
+    text = (ROOT / page).read_text(encoding="utf-8")
+    heading = next(line for line in text.splitlines() if line.startswith("#") and _anchor(line) == anchor)
+    section = text.partition(heading)[2].split("\n## ")[0].split("\n### ")[0]
+    assert "terraform providers mirror" in section and "filesystem_mirror" in section
+    assert "shared" not in section and "make-mirror" not in section
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    words = re.sub(r"[^a-z0-9 -]", "", heading.lstrip("#").strip().lower())
+    return words.replace(" ", "-")
+
+
+@pytest.mark.parametrize(("kind", "said"), [("missing", "does not exist"), ("folder", "is a folder, not a file")])
+def test_a_cli_configuration_that_names_no_file_is_said_before_terraform_runs(
+    kind: str, said: str, synthesized: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TF_CLI_CONFIG_FILE naming nothing: Terraform only warns and goes to the registry, so a mirror the user
+    meant to use is silently not used. terraform-check says so at the start and in the failed init's hint."""
+    fake = tmp_path / "terraform"  # a Terraform that cannot reach any registry, as offline
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in\n'
+        '  version) echo \'{"terraform_version": "1.11.4"}\' ;;\n'
+        '  init) echo "Error: Failed to query available provider packages" >&2; exit 1 ;;\n'
+        "  *) exit 0 ;;\n"
+        "esac\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    config = tmp_path / "mirror.tfrc"
+    if kind == "folder":
+        config.mkdir()
+    monkeypatch.setenv(tf.BINARY_ENV, str(fake))
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(config))
+    run = run_check(
+        ["--outdir", str(synthesized), "--cluster", "gpu-lab", "--no-plan"], None, tmp_path / "scratch"
+    )
+    assert run.code == 1 and "Traceback" not in run.err
+    warning = f"warning: TF_CLI_CONFIG_FILE names {config}, which {said}: Terraform says `Unable to open CLI"
+    assert run.err.startswith(warning), run.err
+    first = run.out.splitlines()[0]
+    assert first.endswith(
+        f"providers from the registry: TF_CLI_CONFIG_FILE={config} {said}, so Terraform ignores it"
+    )
+    hint = run.out.partition("hint: ")[2]
+    assert hint.startswith(f"TF_CLI_CONFIG_FILE names {config}, which {said}") and "unset it" in hint
+    assert "terraform providers mirror DIR" in hint and "shared" not in hint
+    assert run.scratch_left == []
 
 
 def test_unknown_cluster_is_bad_input(synthesized: Path, tmp_path: Path) -> None:

@@ -25,7 +25,6 @@ from tests.conftest import FIXTURES
 from tests.upstream_contracts import crd_errors
 from themelio_gpu.cli import cluster_contract_files, contract_files
 from themelio_gpu.inputs import k8s_names
-from themelio_gpu.inputs.catalog.catalog import Catalog
 from themelio_gpu.inputs.clusters.pool_contract import (
     BLOCKING_EFFECTS,
     INSTANCE_TYPE,
@@ -115,11 +114,11 @@ def every_cluster(tmp_path_factory: pytest.TempPathFactory) -> list[ClusterObjec
     return clusters
 
 
-def check_every_contract(clusters: Sequence[ClusterObjects], catalogs: Mapping[str, Catalog]) -> None:
-    """Every check of this module on a fleet's clusters and catalogs (test_user_fleet.py runs it on yours)."""
+def check_every_contract(clusters: Sequence[ClusterObjects], fleets: Mapping[str, Fleet]) -> None:
+    """Every check of this module on a fleet's clusters and fleet-wide files (test_user_fleet.py runs it on yours)."""
     check_kueue_crds(clusters)
     check_node_pool_crds(clusters)
-    check_pod_config_crds(pod_config_sets(clusters, catalogs))
+    check_pod_config_crds(pod_config_sets(clusters, fleets))
     check_kueue_webhooks(clusters)
     check_waldur_components(clusters)
     check_reserved_pools_stay_reserved(clusters)
@@ -226,13 +225,11 @@ def workspacekind_webhook_errors(kind: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def pod_config_sets(
-    clusters: Sequence[ClusterObjects], catalogs: Mapping[str, Catalog]
-) -> dict[str, dict[str, Any]]:
-    """Every Notebooks 2.0 fragment: the catalog-wide one of each catalog and each cluster's."""
+def pod_config_sets(clusters: Sequence[ClusterObjects], fleets: Mapping[str, Fleet]) -> dict[str, dict[str, Any]]:
+    """Every Notebooks 2.0 fragment: the fleet-wide one of each fleet and each cluster's."""
     sets = {}
-    for name, catalog in catalogs.items():
-        text = contract_files(catalog).get("kubeflow-workspacekind-podconfig.yaml")
+    for name, planned in fleets.items():
+        text = contract_files(planned).get("kubeflow-workspacekind-podconfig.yaml")
         if text is not None:
             sets[f"{name} (catalog)"] = yaml.safe_load(text)
     for cluster in clusters:
@@ -254,7 +251,7 @@ def check_pod_config_crds(sets: Mapping[str, Mapping[str, Any]]) -> None:
 def test_workspacekind_pod_configs_pass_the_notebooks_2_0_crd_and_webhook(
     every_cluster: list[ClusterObjects],
 ) -> None:
-    sets = pod_config_sets(every_cluster, {name: fleet(name).catalog for name in FLEET_NAMES})
+    sets = pod_config_sets(every_cluster, {name: fleet(name) for name in FLEET_NAMES})
     assert len(sets) >= 10
     check_pod_config_crds(sets)
 

@@ -8,13 +8,17 @@ the tool's own behaviour live in the other files and use the fixture fleet (test
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, USER_SNAPSHOTS, user_inputs
-from tests.snapshot import assert_matches_snapshot, assert_no_stale_snapshots
+from tests.snapshot import (
+    assert_matches_snapshot,
+    assert_no_stale_snapshots,
+    remove_snapshot,
+    remove_snapshot_folder,
+)
 from themelio_gpu.cli import CONTRACT_FILES, cluster_contract_files, contract_files
 from themelio_gpu.inputs.problems import InputError, Problems
 from themelio_gpu.outputs.schemas import schema_texts
@@ -64,7 +68,7 @@ def test_no_snapshot_of_a_cluster_that_is_gone(user_fleet: Fleet, update_snapsho
 def test_catalog_contract_file_matches_its_reviewed_snapshot(
     name: str, user_fleet: Fleet, update_snapshots: bool
 ) -> None:
-    actual = contract_files(user_fleet.catalog).get(name)
+    actual = contract_files(user_fleet).get(name)
     if actual is None:  # not written (no Notebooks 2.0 option without a notebook choice): no snapshot either
         _no_snapshot(USER_SNAPSHOTS / "catalog" / name, update_snapshots)
     else:
@@ -73,7 +77,7 @@ def test_catalog_contract_file_matches_its_reviewed_snapshot(
 
 def _no_snapshot(path: Path, update: bool) -> None:
     if update:
-        path.unlink(missing_ok=True)
+        remove_snapshot(path)
     elif path.exists():
         pytest.fail(f"{path.name} is no longer written; remove its snapshot with `make snapshots`", pytrace=False)
 
@@ -101,7 +105,7 @@ def test_cluster_contract_files_match_their_reviewed_snapshots(user_fleet: Fleet
     )
     if update_snapshots:
         for path in gone:
-            shutil.rmtree(path)
+            remove_snapshot_folder(path)
     elif gone:
         pytest.fail(
             f"contract snapshots of clusters that no longer exist: {', '.join(p.name for p in gone)}; remove them with `make snapshots`",
@@ -110,8 +114,14 @@ def test_cluster_contract_files_match_their_reviewed_snapshots(user_fleet: Fleet
 
 
 def test_committed_json_schemas_are_current() -> None:
+    wrong = []
     for path, text in schema_texts().items():
-        assert (ROOT / path).read_text(encoding="utf-8") == text, f"{path} is stale: run `make schemas`"
+        if not (ROOT / path).is_file():
+            wrong.append(f"{path} is missing (deleting every file in {path.parent}/ deletes it too)")
+        elif (ROOT / path).read_text(encoding="utf-8") != text:
+            wrong.append(f"{path} is stale")
+    if wrong:
+        pytest.fail(f"{'; '.join(wrong)}: run `make schemas`", pytrace=False)
 
 
 def test_your_consumer_objects_pass_the_consumers_definitions(user_fleet: Fleet, user_synthesized: Path) -> None:
@@ -119,6 +129,4 @@ def test_your_consumer_objects_pass_the_consumers_definitions(user_fleet: Fleet,
     fixture fleets (tests/test_upstream_contracts.py; skips without ../shared, fails under CI=true)."""
     from tests.test_upstream_contracts import check_every_contract, cluster_objects
 
-    check_every_contract(
-        cluster_objects("your fleet", user_fleet, user_synthesized), {"your fleet": user_fleet.catalog}
-    )
+    check_every_contract(cluster_objects("your fleet", user_fleet, user_synthesized), {"your fleet": user_fleet})

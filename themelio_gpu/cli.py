@@ -26,10 +26,12 @@ from themelio_gpu.outputs.contracts import (
     WALDUR_RESOURCE_QUOTA_NAME,
     closed_resource_quota,
     cluster_notebook_choices,
+    fleet_choices,
     gpu_labels_config,
     kubeflow_spawner_gpus,
     kubeflow_workspacekind_pod_configs,
     resource_quota,
+    unreachable_grants,
     waldur_backend_components,
     waldur_quota_mapping,
 )
@@ -51,6 +53,7 @@ from themelio_gpu.settings import (
     chart_cache,
     input_paths,
 )
+from themelio_gpu.words import count
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -255,14 +258,20 @@ def synth_main(argv: Sequence[str]) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from themelio_gpu.outputs.schemas import schema_warnings
+
     fleet = _load(args)
-    print(f"OK: {len(fleet.catalog.offerings)} offerings, {len(fleet.clusters)} clusters")
+    for advice in fleet.advice:
+        print(f"warning: {advice}", file=sys.stderr)
+    for warning in schema_warnings(input_paths(args.catalog, args.stacks_dir)):
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"OK: {count(len(fleet.catalog.offerings), 'offering')}, {count(len(fleet.clusters), 'cluster')}")
     return EXIT_OK
 
 
 def _catalog_validate(args: argparse.Namespace) -> int:
     catalog = _load_catalog(args)
-    print(f"OK: {catalog.file}: {len(catalog.offerings)} offerings")
+    print(f"OK: {catalog.file}: {count(len(catalog.offerings), 'offering')}")
     return EXIT_OK
 
 
@@ -311,17 +320,20 @@ def _product_column(offering: ResolvedOffering) -> str:
     return offering.product.key if offering.product else "any"
 
 
-CONTRACT_FILES: dict[str, Callable[[Catalog], Any]] = {
+CONTRACT_FILES: dict[str, Callable[[Sequence[ResolvedOffering]], Any]] = {
     "kubeflow-spawner-gpus.yaml": kubeflow_spawner_gpus,
     "kubeflow-workspacekind-podconfig.yaml": kubeflow_workspacekind_pod_configs,
     "gpu-labels.yaml": gpu_labels_config,
 }
 
 
-def contract_files(catalog: Catalog) -> dict[str, str]:
-    """The catalog-wide files: what does not depend on a cluster's classes (a file with nothing in it is left out)."""
-    made = {name: make(catalog) for name, make in CONTRACT_FILES.items()}
-    return {name: dump_yaml(data) for name, data in made.items() if data is not None}
+def contract_files(fleet: Fleet) -> dict[str, str]:
+    """The fleet-wide files: what does not depend on a cluster's classes (a file with nothing in it is left out).
+    An offering only reserved pools serve is left out, each file saying why (outputs/contracts.py)."""
+    choices = fleet_choices(fleet.catalog, fleet.clusters)
+    note = "".join(f"# {line}\n" for line in choices.left_out)
+    made = {name: make(choices.offerings) for name, make in CONTRACT_FILES.items()}
+    return {name: note + dump_yaml(data) for name, data in made.items() if data is not None}
 
 
 def _documents(objects: Sequence[Any]) -> str:
@@ -352,7 +364,7 @@ def cluster_contract_files(plan: ClusterPlan) -> dict[str, str]:
 
 def export_files(fleet: Fleet) -> dict[str, str]:
     """Relative path -> content of everything `catalog export` writes."""
-    files = contract_files(fleet.catalog)
+    files = contract_files(fleet)
     for plan in fleet.clusters:
         for name, text in cluster_contract_files(plan).items():
             files[f"clusters/{plan.name}/{name}"] = text
@@ -410,6 +422,9 @@ def _catalog_quota(args: argparse.Namespace) -> int:
     print(dump_yaml(resource_quota(WALDUR_RESOURCE_QUOTA_NAME, args.namespace, hard, plan.names)), end="")
     for note in grant_notes(quota, plan, grants):
         print(f"note: {note}", file=sys.stderr)
+    granted = [quota.grants[name].offering for name, count in grants.items() if count]
+    for warning in unreachable_grants(plan, granted, args.namespace):
+        print(f"warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -469,20 +484,21 @@ def _terraform_check(args: argparse.Namespace) -> int:
     # Synthesized into a temporary folder: the check never writes into the project.
     with tempfile.TemporaryDirectory(prefix="themelio-terraform-check-synth-") as tmp:
         stacks = _stacks_to_check(args, Path(tmp))
-        config = os.environ.get("TF_CLI_CONFIG_FILE")
-        source = (
-            f"TF_CLI_CONFIG_FILE={config}" if config else "the Terraform CLI configuration (default: the registry)"
-        )
+        source = tf.provider_source()
+        warning = source.warning()
+        if warning is not None:
+            print(f"warning: {warning}", file=sys.stderr)
         plural = "s" if len(stacks) != 1 else ""
         print(
-            f"terraform-check: {len(stacks)} stack{plural} with {tf.terraform_version(terraform)}; providers from {source}"
+            f"terraform-check: {len(stacks)} stack{plural} with {tf.terraform_version(terraform)}; providers from "
+            f"{source.describe()}"
         )
         pinned = sorted({pin for folder in stacks.values() for pin in _provider_pins(folder)})
         if pinned:
             print(f"terraform-check: the stacks pin {', '.join(pinned)}")
 
         def report(result: tf.StackCheck) -> None:
-            print(tf.render_result(result, plan=not args.no_plan), flush=True)
+            print(tf.render_result(result, plan=not args.no_plan, source=source), flush=True)
 
         results = tf.check_stacks(terraform, stacks, plan=not args.no_plan, jobs=args.jobs, on_result=report)
     print(tf.render_summary(results, plan=not args.no_plan, seconds=time.monotonic() - start))

@@ -47,6 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on", choices=FAIL_ON, help="dangerous: exit 1 when a change would hurt a running cluster"
     )
+    parser.add_argument(
+        "--skip-stack",
+        action="append",
+        metavar="NAME",
+        default=[],
+        help="leave this stack out of the github-matrix (one a pipeline does not deploy, such as a cluster whose "
+        "state is local); the text says so. Repeatable",
+    )
 
 
 @dataclass(frozen=True)
@@ -122,13 +130,13 @@ def _changed(args: argparse.Namespace, paths: InputPaths) -> int:
         comparison = compare(base_stacks, head_stacks, base_label, head_label)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    _write(comparison, outputs)
+    _write(comparison, outputs, frozenset(args.skip_stack))
     return EXIT_DANGEROUS if args.fail_on == "dangerous" and comparison.dangers else EXIT_OK
 
 
-def _write(comparison: Comparison, outputs: list[Output]) -> None:
+def _write(comparison: Comparison, outputs: list[Output], skipped: frozenset[str]) -> None:
     for output in outputs:
-        text = render(comparison, output.form)
+        text = render(comparison, output.form, skipped)
         if output.file is None:
             sys.stdout.write(text)
         else:

@@ -64,25 +64,28 @@ def _danger_json(danger: Danger) -> dict[str, str | None]:
     return dataclasses.asdict(danger)
 
 
-def as_github_matrix(comparison: Comparison) -> dict[str, Any]:
-    """`strategy.matrix` for one job per stack to plan; no stack: exactly `{"include":[]}`."""
+def as_github_matrix(comparison: Comparison, skipped: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """`strategy.matrix` for one job per stack to plan, but the `skipped`; no stack: exactly `{"include":[]}`."""
     return {
         "include": [
-            {"stack": s.name, "directory": directory(s.name), "status": s.status} for s in comparison.to_plan
+            {"stack": s.name, "directory": directory(s.name), "status": s.status}
+            for s in comparison.to_plan
+            if s.name not in skipped
         ]
     }
 
 
-def render(comparison: Comparison, form: str) -> str:
+def render(comparison: Comparison, form: str, skipped: frozenset[str] = frozenset()) -> str:
+    """`skipped`: stacks left out of the matrix (`--skip-stack`), which the text names where they changed."""
     if form == "json":
         return json.dumps(as_json(comparison), indent=2) + "\n"
     if form == "github-matrix":
         # One line, compact: what `echo "matrix=..." >> "$GITHUB_OUTPUT"` takes.
-        return json.dumps(as_github_matrix(comparison), separators=(",", ":")) + "\n"
-    return as_text(comparison)
+        return json.dumps(as_github_matrix(comparison, skipped), separators=(",", ":")) + "\n"
+    return as_text(comparison, skipped)
 
 
-def as_text(comparison: Comparison) -> str:
+def as_text(comparison: Comparison, skipped: frozenset[str] = frozenset()) -> str:
     lines = [f"base: {comparison.base}", f"head: {comparison.head}", ""]
     width = max((len(s.name) for s in comparison.stacks), default=0)
     for stack in comparison.stacks:
@@ -96,6 +99,9 @@ def as_text(comparison: Comparison) -> str:
     if dangers:
         lines += ["", f"Dangerous ({len(dangers)}): what would hurt a running cluster"]
         lines += [f"  {stack}: {d.action} {d.address}, {d.what}: {d.why}" for stack, d in dangers]
+    left_out = [s.name for s in comparison.to_plan if s.name in skipped]
+    if left_out:
+        lines += ["", f"Not planned here (--skip-stack): {', '.join(left_out)}; deploy them by hand"]
     lines += ["", _summary(comparison)]
     return "\n".join(lines) + "\n"
 

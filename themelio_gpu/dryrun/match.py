@@ -35,6 +35,7 @@ from themelio_gpu.dryrun.cel_kubernetes import (
     compile_selector,
 )
 from themelio_gpu.dryrun.resourceslices import Device
+from themelio_gpu.words import count
 
 __all__ = [
     "ClassMatch",
@@ -314,7 +315,7 @@ def render_report(report: MatchReport) -> str:
     """Plain text: one block per class (offerings first), then PROBLEMS and WARNINGS sections."""
     nodes = {device.node for device in report.devices}
     lines = [
-        f"DeviceClass dry run: {len(report.classes)} classes against {len(report.devices)} devices "
+        f"DeviceClass dry run: {count(len(report.classes), 'class', 'classes')} against {count(len(report.devices), 'device')} "
         f"on {len(nodes)} node{'s' if len(nodes) != 1 else ''}",
         "",
     ]

@@ -28,6 +28,7 @@ from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS, DRIVER
 from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.words import count
 
 _GIB = Decimal(2**30)
 
@@ -202,14 +203,13 @@ def render_trial(report: TrialReport) -> str:
     nodes = {d.node for d in report.devices}
     others = ", ".join(f"{n} {driver}" for driver, n in report.other_drivers.items())
     lines = [
-        f"Platform trial: {len(report.offerings)} offerings on {len(report.devices)} GPU devices of "
-        f"{len(nodes)} node{'s' if len(nodes) != 1 else ''} ({report.source})"
+        f"Platform trial: {count(len(report.offerings), 'offering')} on {count(len(report.devices), 'GPU device')} of "
+        f"{count(len(nodes), 'node')} ({report.source})"
         + (f"; not GPUs, not offered: {others}" if others else ""),
         "",
     ]
     for index, item in enumerate(report.offerings, start=1):
-        count = len(item.devices)
-        lines.append(f"[{index}] {item.name} ({_what(item.offering)}): {count} device{'s' if count != 1 else ''}")
+        lines.append(f"[{index}] {item.name} ({_what(item.offering)}): {count(len(item.devices), 'device')}")
     lines.append("")
     chosen = [report.selected(o.name) for o in report.offerings]
     rows = [["device", "productName", "type", "memory", *(f"[{i}]" for i in range(1, len(chosen) + 1))]]

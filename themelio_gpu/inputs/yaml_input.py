@@ -291,8 +291,7 @@ def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocumen
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        what = " ".join(part for part in (error.context, error.problem) if part)
-        problems.add(name, where, f"invalid YAML: {what}")
+        problems.add(name, where, _syntax_message(error, text))
     except yaml.YAMLError as error:
         problems.add(name, "", f"invalid YAML: {error}")
     except RecursionError:
@@ -300,6 +299,106 @@ def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocumen
     finally:
         loader.dispose()
     return None
+
+
+_SYNTAX_HINTS = (
+    (
+        "mapping values are not allowed",
+        "a `key: value` where none can start: is this line indented deeper than the key above it, or does a "
+        "value hold ': ' unquoted (quote it)?",
+    ),
+    (
+        "expected '-' indicator",
+        "this line is indented differently from the list's `- ` items: align it with the item it belongs to, or "
+        "start a new item with `- `",
+    ),
+    (
+        "expected key",
+        "this line is indented differently from the keys of the mapping it belongs to: align it with them",
+    ),
+    (
+        "expected <block end>",
+        "this line is indented differently from the lines before it: align it with the keys (or `- ` items) it "
+        "belongs with",
+    ),
+)
+"""The parser's words for indentation mistakes (libyaml's and PyYAML's), and what they mean to the user."""
+
+
+def _syntax_message(error: yaml.MarkedYAMLError, text: str) -> str:
+    """The parser's complaint in a user's words: a tab called a tab, an indentation mistake explained, and the
+    key path the parser had read up to."""
+    words = " ".join(part for part in (error.context, error.problem) if part)
+    path = _path_before_error(text)
+    after = f" after {path}" if path else ""
+    mark = error.problem_mark or error.context_mark
+    lines = text.splitlines()
+    if mark is not None and mark.line < len(lines):
+        line = lines[mark.line]
+        if "\t" in line[: mark.column + 1] and not line[: mark.column + 1].replace("\t", " ").strip(" -"):
+            return (
+                f"invalid YAML{after}: a tab character indents this line; YAML indents with spaces only: "
+                "replace the tab with spaces"
+            )
+        if mark.column < len(line) and line[mark.column] == "\t":
+            return f"invalid YAML{after}: a tab character where YAML allows none: replace it with spaces"
+    hint = next((meaning for found, meaning in _SYNTAX_HINTS if found in words), None)
+    if hint is None:
+        return f"invalid YAML{after}: {words}"
+    return f"invalid YAML{after}: {hint} (the parser: {words})"
+
+
+def _path_before_error(text: str) -> str:
+    """The key path (`nodePools[0].product`) of the last key the parser read before it stopped, or ""."""
+    loader = _UniqueKeyLoader(text)
+    # One entry per open collection: [is_mapping, key or index, expects a key next].
+    stack: list[list[Any]] = []
+
+    def node_starts(is_scalar: bool, value: Any = None) -> bool:
+        """Account for a node beginning in its parent; True when it is a mapping key."""
+        if not stack:
+            return False
+        parent = stack[-1]
+        if parent[0]:
+            if parent[2]:
+                parent[1], parent[2] = value if is_scalar else None, False
+                return True
+            if is_scalar:
+                parent[2] = True  # the value is done: a key comes next
+            return False
+        parent[1] += 1
+        return False
+
+    try:
+        while True:
+            event = loader.get_event()
+            if isinstance(event, yaml.ScalarEvent | yaml.AliasEvent):
+                node_starts(True, getattr(event, "value", None))
+            elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+                node_starts(False)
+                stack.append(
+                    [
+                        isinstance(event, yaml.MappingStartEvent),
+                        None if isinstance(event, yaml.MappingStartEvent) else -1,
+                        True,
+                    ]
+                )
+            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                stack.pop()
+                if stack and stack[-1][0]:
+                    stack[-1][2] = True
+            elif isinstance(event, yaml.StreamEndEvent):
+                return ""
+    except yaml.YAMLError:
+        pass
+    finally:
+        loader.dispose()
+    parts: tuple[str | int, ...] = ()
+    for is_mapping, part, _ in stack:
+        if part is None or (not is_mapping and part < 0):
+            break
+        parts += (part if is_mapping else int(part),)
+    return format_location(parts)
 
 
 def load_yaml_file(path: Path, problems: Problems, shown_as: str | None = None) -> Any:
@@ -425,6 +524,18 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     return close[0] if close else None
 
 
+def _why_required(model: type[BaseModel], loc: Sequence[str | int]) -> str | None:
+    """Why the key at `loc` must be given, from the `WHY_REQUIRED` of the model holding it (None: not said)."""
+    if not loc:
+        return None
+    annotation = _annotation_at(model, loc[:-1])
+    for candidate in _flatten(annotation) if annotation is not None else ():
+        reasons = getattr(candidate, "WHY_REQUIRED", None) if isinstance(candidate, type) else None
+        if isinstance(reasons, dict) and loc[-1] in reasons:
+            return str(reasons[loc[-1]])
+    return None
+
+
 def _unknown_key_message(model: type[BaseModel], loc: Sequence[str | int]) -> str:
     allowed = allowed_keys(model, loc[:-1])
     if not allowed:
@@ -513,7 +624,8 @@ def _pydantic_message(
     if kind == "extra_forbidden":
         return _unknown_key_message(model, loc)
     if kind == "missing":
-        return "required key is missing"
+        why = _why_required(model, loc)
+        return "required key is missing" + (f": {why}" if why else "")
     if kind == "string_type" and _quote_hint(value, node):
         return "must be text" + _quote_hint(value, node)
     if kind in _KIND_WORDS:

@@ -47,6 +47,7 @@ from themelio_gpu.plan.quota import (
     plan_quota,
     whole_gpus,
 )
+from themelio_gpu.words import count
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -646,7 +647,7 @@ def check_device_classes(plan: ClusterPlan, api: Api, report: Report) -> tuple[L
             f"served by {len(classes)} DeviceClasses: {listed}; {verdict}. Remove the name from all but one",
         )
     if not duplicates:
-        report.ok("extended-resources", f"{len(by_resource)} names, each served by one DeviceClass")
+        report.ok("extended-resources", f"{count(len(by_resource), 'name')}, each served by one DeviceClass")
     return live
 
 
@@ -708,7 +709,8 @@ def check_resource_slices(plan: ClusterPlan, api: Api, report: Report) -> None:
     nodes = {d.node for d in devices}
     if devices:
         report.ok(
-            "resource-slices", f"{len(devices)} devices in {len(items)} ResourceSlices on {len(nodes)} nodes"
+            "resource-slices",
+            f"{count(len(devices), 'device')} in {count(len(items), 'ResourceSlice')} on {count(len(nodes), 'node')}",
         )
     else:
         report.fail(
@@ -752,7 +754,10 @@ def check_resource_slices(plan: ClusterPlan, api: Api, report: Report) -> None:
             others = sorted(shared_with[class_name] - {offering.name})
             if others:
                 note = f"; {len(shared[class_name])} shared with {', '.join(others)} by design"
-            report.ok(check, f"{len(found.devices)} devices on {len(on)} nodes (class {class_name}{note})")
+            report.ok(
+                check,
+                f"{count(len(found.devices), 'device')} on {count(len(on), 'node')} (class {class_name}{note})",
+            )
 
     # The match engine already ignores alias classes and the chart's generic nvidia.com/gpu; name only
     # the specific offerings that collide.
@@ -778,7 +783,8 @@ def check_resource_slices(plan: ClusterPlan, api: Api, report: Report) -> None:
             kinds[kind or device.driver].append(device.label)
         groups = "; ".join(f"{len(labels)}x {kind} ({_listed(labels)})" for kind, labels in sorted(kinds.items()))
         report.warn(
-            "unselected-devices", f"{len(result.unselected_devices)} devices no offering selects: {groups}"
+            "unselected-devices",
+            f"{count(len(result.unselected_devices), 'device')} no offering selects: {groups}",
         )
 
 
@@ -905,7 +911,7 @@ def check_resource_quotas(plan: ClusterPlan, live: Sequence[LiveClass], api: Api
     elif not holes:
         report.ok(
             "resource-quotas",
-            f"{len(checked)} namespaces with GPU keys ({', '.join(checked)}) limit all {len(paths)} ways to a "
+            f"{count(len(checked), 'namespace')} with GPU keys ({', '.join(checked)}) limit all {count(len(paths), 'way')} to a "
             f"GPU{without}",
         )
 
@@ -978,7 +984,9 @@ def check_pool(plan: ClusterPlan, pool: PoolContract, api: Api, report: Report) 
             report.fail(check, f"node {name}: {'; '.join(problems)}")
             failed = True
     if not failed and nodes:
-        report.ok(check, f"{len(nodes)} nodes match the label and taint contract ({', '.join(sorted(nodes))})")
+        report.ok(
+            check, f"{count(len(nodes), 'node')} match the label and taint contract ({', '.join(sorted(nodes))})"
+        )
 
 
 __all__ = [

@@ -157,6 +157,71 @@ def cluster_notebook_choices(plan: ClusterPlan) -> NotebookChoices:
     return NotebookChoices(tuple(chosen), tuple(left_out))
 
 
+def _unreachable_on(offering: ResolvedOffering, plan: ClusterPlan) -> list[str] | None:
+    """Why a pod with only the offering's placement lands on none of the cluster's pools serving it (None: it
+    lands on one of them)."""
+    pools = {p.name: p for p in plan.pools}
+    reasons = [(name, _why_not_on(offering, pools[name])) for name in plan.placements.get(offering.name, ())]
+    if any(reason is None for _, reason in reasons):
+        return None
+    granted = {pool: queue.name for queue in plan.definition.kueue.queues for pool in queue.pools}
+    return [
+        f"{reason}; {f'queue {granted[name]} grants it' if name in granted else 'no kueue.queues entry grants it'}"
+        for name, reason in reasons
+        if reason
+    ]
+
+
+def unreachable_grants(plan: ClusterPlan, offerings: Iterable[str], namespace: str) -> list[str]:
+    """One sentence per granted offering the namespace's pods cannot be placed with: the cluster serves it only
+    on reserved pools, and no `kueue.queues` entry granting one of them admits the namespace."""
+    pools = {p.name: p for p in plan.pools}
+    served = {o.name: o for o in plan.offerings}
+    queue_of = {pool: queue for queue in plan.definition.kueue.queues for pool in queue.pools}
+    found = []
+    for name in sorted(set(offerings)):
+        offering = served.get(name)
+        if offering is None:
+            continue
+        reasons = [(pool, _why_not_on(offering, pools[pool])) for pool in plan.placements.get(name, ())]
+        if not reasons or any(reason is None for _, reason in reasons):
+            continue
+        queues = {queue_of[pool].name: queue_of[pool] for pool, _ in reasons if pool in queue_of}
+        if any(namespace in queue.namespaces for queue in queues.values()):
+            continue
+        granting = "; ".join(f"queue {q.name} admits {', '.join(q.namespaces)}" for q in queues.values())
+        found.append(
+            f"{name}: cluster {plan.name} serves it only on reserved pools ({'; '.join(r for _, r in reasons if r)}),"
+            f" and no kueue.queues entry granting them admits {namespace} "
+            f"({granting or 'none grants them'}): its pods would stay Pending. Add {namespace} to the namespaces "
+            "of the queue granting the pool, or grant an offering an open pool serves"
+        )
+    return found
+
+
+def fleet_choices(catalog: Iterable[ResolvedOffering], clusters: Iterable[ClusterPlan]) -> NotebookChoices:
+    """The catalog's offerings the fleet-wide consumer files offer: all but those that every cluster serving them
+    serves only on pools a pod with the offering's own node selector and tolerations cannot land on (reserved
+    pools: Kueue admits there only through the queue that grants the pool). Such an offering, offered with only
+    its GPU toleration, would leave every pod Pending; each cluster's own files say the same per cluster.
+    An offering no cluster serves yet stays: the catalog offers it, and no pool stands against it."""
+    plans = list(clusters)
+    chosen: list[ResolvedOffering] = []
+    left_out: list[str] = []
+    for offering in catalog:
+        serving = [plan for plan in plans if offering.name in plan.placements]
+        unreachable = [(plan, _unreachable_on(offering, plan)) for plan in serving]
+        if not serving or any(reasons is None for _, reasons in unreachable):
+            chosen.append(offering)
+            continue
+        why = "; ".join(f"cluster {plan.name}: {'; '.join(reasons or ())}" for plan, reasons in unreachable)
+        left_out.append(
+            f"{offering.name} is left out: only reserved pools serve it ({why}); only work that Kueue admits "
+            "through a queue granting such a pool lands there (each cluster's kueue.yaml)"
+        )
+    return NotebookChoices(tuple(chosen), tuple(left_out))
+
+
 def _toleration_text(toleration: Mapping[str, Any]) -> str:
     key = toleration.get("key") or "*"
     value = f"={toleration.get('value', '')}" if toleration.get("operator") == "Equal" else ""

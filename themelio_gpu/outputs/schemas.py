@@ -12,6 +12,7 @@ from typing import Any
 
 from themelio_gpu.inputs.catalog.model import CatalogFile
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
+from themelio_gpu.settings import InputPaths
 
 CATALOG_SCHEMA = Path("catalog/gpu-catalog.schema.json")
 CLUSTER_SCHEMA = Path("stacks/cluster.schema.json")
@@ -32,3 +33,29 @@ def schema_texts() -> dict[Path, str]:
         )
         + "\n",
     }
+
+
+def schema_warnings(paths: InputPaths) -> list[str]:
+    """What is wrong with the schemas beside the inputs: missing (`rm stacks/*` takes the cluster schema too) or
+    older than this tool. Only where `schema` writes them: the catalog/ and stacks/ of the working directory."""
+    cwd = Path.cwd()
+    read_from = {CATALOG_SCHEMA: paths.catalog.parent, CLUSTER_SCHEMA: paths.stacks_dir}
+    warnings = []
+    for path, text in schema_texts().items():
+        if (cwd / read_from[path]).resolve() != (cwd / path.parent).resolve():
+            continue
+        try:
+            current = (cwd / path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            what = "is missing"
+        except (OSError, UnicodeDecodeError) as error:
+            what = f"cannot be read ({getattr(error, 'strerror', None) or error})"
+        else:
+            if current == text:
+                continue
+            what = "is out of date (this version of the tool accepts other keys)"
+        warnings.append(
+            f"{path} {what}: editors check and complete the files beside it with it (their $schema line names "
+            "it). `make schemas` writes it again; keep it when you replace the example files"
+        )
+    return warnings

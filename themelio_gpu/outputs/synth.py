@@ -42,6 +42,7 @@ from themelio_gpu.outputs.stack_inputs import (
 )
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.settings import DEFAULT_OUTDIR, InputPaths
+from themelio_gpu.words import count
 
 # What node's fs module says when a write fails ("ENOSPC: no space left on device, write"), as jsii passes it.
 _NODE_FS_ERROR = re.compile(r"\b(E[A-Z]+): ([^,]+), (\w+)(?: '([^']*)')?")
@@ -243,7 +244,7 @@ def _synthesize_into(
         done += 1
         if progress is not None:
             print(
-                f"[{done}/{total}] {plan.name}: {len(plan.device_classes)} DeviceClasses",
+                f"[{done}/{total}] {plan.name}: {count(len(plan.device_classes), 'DeviceClass', 'DeviceClasses')}",
                 file=progress,
                 flush=True,
             )

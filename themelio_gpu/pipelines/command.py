@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
+from themelio_gpu.inputs.clusters.definition import SHARED_BACKENDS, LocalBackend
 from themelio_gpu.inputs.problems import InputError, Problems
+from themelio_gpu.inputs.yaml_input import add_positions, load_yaml_document
 from themelio_gpu.pipelines import atlantis, github_actions
 from themelio_gpu.pipelines.generated_file import NotOursError, is_current, write_generated
-from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.settings import InputPaths
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT = 0, 1, 2
@@ -37,6 +39,12 @@ def add_arguments(
         choices=sorted(github_actions.DISTRIBUTIONS),
         default="terraform",
         help="run Terraform or OpenTofu (default: terraform)",
+    )
+    parser.add_argument(
+        "--skip-local-state",
+        action="store_true",
+        help="leave the clusters whose backend is local out of the pipeline (deploy them by hand) instead of "
+        "refusing them: a pipeline job throws their state away",
     )
     if engine == github_actions.COMMAND:
         parser.add_argument(
@@ -69,12 +77,19 @@ def run_pipeline(args: argparse.Namespace, paths: InputPaths) -> int:
         problems.add("command line", f"--branch {branch}", "not a branch name this command writes unquoted")
     problems.raise_if_any()
     fleet = load_fleet(paths.catalog, paths.stacks_dir)  # a pipeline for a fleet with problems is no use
+    local = _local_state_clusters(fleet)
+    if local and not args.skip_local_state:
+        _refuse_local_state(local, args.engine)
     inputs = f"--catalog {catalog} --stacks-dir {stacks_dir}"
+    skipped = [plan.name for plan in local]
     if args.engine == github_actions.COMMAND:
-        text = github_actions.workflow_text(inputs, branch, args.terraform)
+        text = github_actions.workflow_text(inputs, branch, args.terraform, skipped)
     else:
-        text = atlantis.atlantis_text(_cluster_files(fleet, problems), catalog, inputs, args.terraform)
+        deployed = [plan for plan in fleet.clusters if plan.name not in skipped]
+        text = atlantis.atlantis_text(_cluster_files(deployed, problems), catalog, inputs, args.terraform)
     problems.raise_if_any()
+    if skipped:
+        print(f"left out of the pipeline (local state; deploy by hand): {', '.join(skipped)}")
     output = Path(args.output)
     command = f"python -m themelio_gpu pipeline {args.engine}"
     if args.check:
@@ -98,8 +113,38 @@ def run_pipeline(args: argparse.Namespace, paths: InputPaths) -> int:
     return EXIT_OK
 
 
-def _cluster_files(fleet: Fleet, problems: Problems) -> list[tuple[str, str]]:
+def _local_state_clusters(fleet: Fleet) -> list[ClusterPlan]:
+    return [plan for plan in fleet.clusters if isinstance(plan.definition.backend, LocalBackend)]
+
+
+def _refuse_local_state(local: Sequence[ClusterPlan], engine: str) -> None:
+    """A pipeline job starts from a fresh checkout and throws it away: local state would be lost every time."""
+    who = (
+        "each job of the workflow"
+        if engine == github_actions.COMMAND
+        else "Atlantis, with each pull request's clone,"
+    )
+    shared = f"{', '.join(SHARED_BACKENDS[:-1])} or {SHARED_BACKENDS[-1]}"
+    problems = Problems()
+    documents = {}
+    for plan in local:
+        document = load_yaml_document(Path(plan.file), Problems(), plan.file)
+        if document is not None:
+            documents[plan.file] = document
+        problems.add(
+            plan.file,
+            "backend.type",
+            f"cluster {plan.name} keeps its Terraform state in a local file, which {who} throws away: every plan "
+            "would start from no state and every apply would create everything again. Give it a shared backend "
+            f"({shared}: docs/cluster-definitions.md), or pass --skip-local-state to leave it out of the "
+            "pipeline and deploy it by hand",
+        )
+    add_positions(problems, documents)
+    problems.raise_if_any()
+
+
+def _cluster_files(clusters: Sequence[ClusterPlan], problems: Problems) -> list[tuple[str, str]]:
     files = []
-    for plan in fleet.clusters:
+    for plan in clusters:
         files.append((plan.name, _relative_input(Path(plan.file), f"cluster {plan.name}", problems)))
     return files

@@ -16,6 +16,7 @@ Written from a template: the fleet's paths, the main branch and the Terraform di
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from themelio_gpu.pipelines.generated_file import engine_env, header
@@ -107,7 +108,7 @@ jobs:
             base=(--base-ref "$BASE")
           fi
           status=0
-          .venv/bin/python -m themelio_gpu changed @INPUTS@ "${base[@]}" --head cdktf.out \\
+          .venv/bin/python -m themelio_gpu changed @INPUTS@@SKIP@ "${base[@]}" --head cdktf.out \\
             --format text=changed.txt --format github-matrix=matrix.json --fail-on dangerous || status=$?
           if [ "$status" -gt 1 ]; then exit "$status"; fi
           if [ "$status" -eq 1 ]; then echo "dangerous=true" >> "$GITHUB_OUTPUT"; else echo "dangerous=false" >> "$GITHUB_OUTPUT"; fi
@@ -184,13 +185,15 @@ jobs:
 """
 
 
-def workflow_text(inputs: str, branch: str, distribution: str) -> str:
-    """`inputs`: the `--catalog X --stacks-dir Y` flags, as the repository root sees the fleet."""
+def workflow_text(inputs: str, branch: str, distribution: str, skipped: Sequence[str] = ()) -> str:
+    """`inputs`: the `--catalog X --stacks-dir Y` flags, as the repository root sees the fleet; `skipped`: the
+    stacks the workflow never plans (their state is local)."""
     tool = DISTRIBUTIONS[distribution]
     text = _TEMPLATE
     for token, value in (
         ("@ENGINE_ENV@\n", engine_env("  {name}: {value}\n")),
         ("@INPUTS@", inputs),
+        ("@SKIP@", "".join(f" --skip-stack {name}" for name in skipped)),
         ("@BRANCH@", branch),
         ("@LABEL@", ALLOW_DANGEROUS_LABEL),
         ("@NO_STACKS@", NO_STACKS),

@@ -143,6 +143,8 @@ class Fleet:
     clusters: tuple[ClusterPlan, ...]
     warnings: tuple[Problem, ...] = ()
     """What the fleet may get wrong without being wrong (a Kubernetes version newer than any known), by file."""
+    advice: tuple[Problem, ...] = ()
+    """What may be meant but often is not (a reserved pool no Kueue queue grants): `validate` says it, by file."""
     reused: tuple[tuple[str, str], ...] = ()
     """(file, cluster name) of the clusters left unplanned, their files unchanged (load_fleet's `unchanged`);
     empty unless asked for. Their plans are not in `clusters`."""
@@ -178,10 +180,16 @@ def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str
         for location, message in version_warnings(definition):
             warnings.add(file, location, message)
     add_positions(warnings, files.documents)
+    advice = Problems()
+    for plan in plans:
+        for location, message in kueue.ungranted_reserved_pools(plan.definition, plan.pools):
+            advice.add(plan.file, location, message)
+    add_positions(advice, files.documents)
     return Fleet(
         catalog=catalog,
         clusters=tuple(sorted(plans, key=lambda p: p.name)),
         warnings=tuple(warnings),
+        advice=tuple(advice),
         reused=tuple(sorted(files.reused, key=lambda item: item[1])),
     )
 
@@ -278,7 +286,7 @@ def plan_cluster(
         else ()
     )
     _check_one_class_per_name(cluster, classes, driver_classes, file, problems)
-    for where, message in kueue.check_queues(cluster, pools):
+    for where, message in kueue.check_queues(cluster, pools, names):
         problems.add(file, where, message)
     if len(problems) > count or catalog is None:
         return None
@@ -528,8 +536,13 @@ def _device_plugin_names(offering: ResolvedOffering, pool: PoolContract) -> list
     return [_device_plugin_name(p) for p in pool.mig_devices if DeviceKind(pool.product.key, p) in taken]
 
 
-def _pool_misses(offering: ResolvedOffering, pool: PoolContract, advertised: Sequence[str]) -> str | None:
-    """Why `pool` cannot provide `offering` (None: it can), judged on the facts its class selects on."""
+def _pool_misses(
+    offering: ResolvedOffering, pool: PoolContract, advertised: Sequence[str], refused_mig: str | None = None
+) -> str | None:
+    """Why `pool` cannot provide `offering` (None: it can), judged on the facts its class selects on.
+
+    `refused_mig`: where the pool's MIG setting was refused (its own problem says why), so that its missing MIG
+    devices are not put down to MIG being off."""
     capability = offering.capability
     if capability is not None:
         misses = capability.product_misses(pool.product)
@@ -540,7 +553,10 @@ def _pool_misses(offering: ResolvedOffering, pool: PoolContract, advertised: Seq
     if not offering.is_mig and not pool.provides_whole():
         return f"pool {pool.name} runs its GPUs in MIG mode, which publishes no whole GPU"
     if offering.is_mig:
-        layout = "MIG off" if pool.mig_devices is None else ", ".join(pool.mig_devices)
+        if pool.mig_devices is None:
+            layout = f"its MIG setting {refused_mig} is refused" if refused_mig else "MIG off"
+        else:
+            layout = ", ".join(pool.mig_devices)
         if offering.mig_profile is not None and not pool.provides_mig(offering.mig_profile):
             return f"pool {pool.name} has no {offering.mig_profile} devices ({layout})"
         kinds = set(offering.takes)
@@ -564,9 +580,14 @@ def _check_coverage(
 ) -> Mapping[str, tuple[str, ...]]:
     """Every offering the cluster serves needs a pool whose GPUs publish its devices; returns the placements."""
     placements: dict[str, tuple[str, ...]] = {}
+    refused = {
+        p.name: f"nodePools[{i}].mig"
+        for i, p in enumerate(cluster.node_pools)
+        if p.mig is not None and any(c.name == p.name and c.mig_devices is None for c in pools)
+    }
     for offering in offerings:
         names = offering.advertised_names(cluster.serve_migration_aliases)
-        found = [(pool, _pool_misses(offering, pool, names)) for pool in pools]
+        found = [(pool, _pool_misses(offering, pool, names, refused.get(pool.name))) for pool in pools]
         placements[offering.name] = tuple(pool.name for pool, miss in found if miss is None)
         if placements[offering.name]:
             continue

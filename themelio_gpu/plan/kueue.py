@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind
+from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import (
     BLOCKING_EFFECTS,
@@ -148,9 +149,11 @@ def _flavor(name: str, pools: Sequence[PoolContract]) -> Flavor:
     return Flavor(name, tuple(pools), MappingProxyType(labels), taints, tolerations)
 
 
-def check_queues(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> list[tuple[str, str]]:
+def check_queues(
+    cluster: ClusterDefinition, pools: Sequence[PoolContract], names: Names = DEFAULT_NAMES
+) -> list[tuple[str, str]]:
     """The definition's `kueue.queues`, as (location, message): names, pools that exist and are reserved, each
-    granted once, namespaces."""
+    granted once, namespaces. `names`: the fleet's own, for the example taint in a hint."""
     problems: list[tuple[str, str]] = []
     contracts = {p.name: p for p in pools}
     defined = [p.name for p in cluster.node_pools]
@@ -192,7 +195,7 @@ def check_queues(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> l
                         f"pool {name} carries no NoSchedule or NoExecute taint beyond nvidia.com/gpu:NoSchedule, so "
                         f"the queue {DEFAULT_QUEUE} admits every namespace's work there already; a queue grants a "
                         "reserved pool (taint the pool with what only its workloads tolerate, e.g. "
-                        "themelio.io/reserved=training:NoSchedule)",
+                        f"{names.label_domain}/reserved=training:NoSchedule)",
                     )
                 )
             granted.setdefault(name, queue.name)
@@ -203,6 +206,24 @@ def check_queues(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> l
                 problems.append((f"{where}.namespaces[{i}]", f"{namespace} is listed twice"))
             seen.add(namespace)
     return problems
+
+
+def ungranted_reserved_pools(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> list[tuple[str, str]]:
+    """Warnings, as (location, message): reserved pools no `kueue.queues` entry grants. Not wrong (a cluster
+    may not use Kueue), but Kueue admits nothing there and the notebook forms leave out what only they serve."""
+    granted = {name for queue in cluster.kueue.queues for name in queue.pools}
+    index = {pool.name: i for i, pool in enumerate(cluster.node_pools)}
+    return [
+        (
+            f"nodePools[{index[pool.name]}].taints",
+            f"pool {pool.name} is reserved ({', '.join(map(str, pool.reservations))}) and no kueue.queues entry "
+            "grants it: Kueue admits no work there, and the notebook forms leave out what only it serves. Grant "
+            "it to the namespaces that may use it (kueue.queues: docs/cluster-definitions.md), unless the "
+            "cluster does not use Kueue",
+        )
+        for pool in pools
+        if pool.reservations and pool.name not in granted
+    ]
 
 
 def plan_kueue(plan: ClusterPlan, quota: ClusterQuotaPlan | None = None) -> KueuePlan:

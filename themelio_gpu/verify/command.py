@@ -13,9 +13,10 @@ from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.manifests import device_class_manifest
 from themelio_gpu.verify.charts import ChartSource
-from themelio_gpu.verify.proof import ClusterProof, count, prove_cluster, render_proof
+from themelio_gpu.verify.proof import ClusterProof, prove_cluster, render_proof
 from themelio_gpu.verify.render import RenderedRelease, render_release
 from themelio_gpu.verify.validation import ValidationResult, load_kubernetes_validate, validate_objects
+from themelio_gpu.words import count
 
 
 def verify_cluster(plan: ClusterPlan, source: ChartSource, work_dir: Path, kv: ModuleType) -> ClusterProof:

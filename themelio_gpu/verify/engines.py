@@ -20,6 +20,7 @@ from typing import Any
 from themelio_gpu import interrupts
 from themelio_gpu.engine import ENGINES, ENV
 from themelio_gpu.outputs.stack_folders import MANIFEST, STACK_FILE, STACKS_FOLDER
+from themelio_gpu.words import count
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -153,7 +154,7 @@ def compare_engines(catalog: Path, stacks_dir: Path, report: Any = sys.stdout) -
         for name, out in outputs.items():
             synthesize_with(name, catalog, stacks_dir, out)
         result = compare_outputs(outputs["cdktf"], outputs["cdktn"])
-    print(f"{len(result.stacks)} stacks synthesized by {ENGINES['cdktf'].describe()}", file=report)
+    print(f"{count(len(result.stacks), 'stack')} synthesized by {ENGINES['cdktf'].describe()}", file=report)
     print(f"and by {ENGINES['cdktn'].describe()}", file=report)
     print("expected differences (docs/cdk-terrain.md):", file=report)
     for difference in (*STACK_DIFFERENCES, *MANIFEST_DIFFERENCES):

@@ -48,6 +48,7 @@ from themelio_gpu.verify.workloads import (
     nfd_os_labels,
     nfd_worker_config,
 )
+from themelio_gpu.words import count
 
 KUBELET_LABELS = {"kubernetes.io/os": "linux"}
 NFD_OS_GROUP = f"{NFD_LABEL_PREFIX}system-os_release."
@@ -205,9 +206,7 @@ def place(workload: Workload, expect: Expect, nodes: Sequence[Node], workloads: 
         same = all(reasons == blocked[0][1] for _, reasons in blocked)
         where = "" if same or len(nodes) == 1 else f" on {blocked[0][0].name}"
         return Row(workload.name, workload.source, expect, f"does not run{where}: {detail}", _ok(expect, False))
-    outcome = (
-        f"runs on {len(results) - len(blocked)} of {len(results)} nodes; not on {blocked[0][0].name}: {detail}"
-    )
+    outcome = f"runs on {len(results) - len(blocked)} of {count(len(results), 'node')}; not on {blocked[0][0].name}: {detail}"
     return Row(workload.name, workload.source, expect, outcome, None if expect is Expect.MAY else False)
 
 
@@ -235,7 +234,7 @@ def prove_cluster(
             nfd_config = nfd_worker_config(release.objects)
         proof.lines.append(
             f"release {release.spec.name}: chart {release.spec.chart} {release.spec.version}, "
-            f"namespace {release.spec.namespace}, {len(release.objects)} objects, {count(len(found), 'DaemonSet')}"
+            f"namespace {release.spec.namespace}, {count(len(release.objects), 'object')}, {count(len(found), 'DaemonSet')}"
         )
         if release.spec.chart == OPERATOR_CHART:
             found_mode = operator_mode(release.objects, release.spec.version)
@@ -355,11 +354,6 @@ def _report_validation(proof: ClusterProof, validation: ValidationResult) -> Non
         line += f"; skipped, no schema (custom resources): {', '.join(sorted(set(validation.skipped)))}"
     proof.lines.append(line)
     proof.failures.extend(f"schema: {item}" for item in validation.invalid)
-
-
-def count(n: int, noun: str) -> str:
-    """`3 pools`, `1 pool`."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # --- the report ------------------------------------------------------------------------------------------

@@ -40,6 +40,8 @@ OUTPUT_TAIL_LINES = 40
 _PROVIDERS_NOT_INSTALLED = re.compile(r"Failed to (query available provider packages|install provider)")
 # Settings of the user's shell that would make a scratch copy share state with their real work.
 _DROPPED_ENV = ("TF_DATA_DIR", "TF_WORKSPACE")
+CLI_CONFIG_ENV = "TF_CLI_CONFIG_FILE"
+MIRROR_DOCS = "docs/deploying.md#without-the-registry-a-provider-mirror"
 
 
 class TerraformMissingError(Exception):
@@ -84,6 +86,58 @@ def find_terraform(environ: Mapping[str, str] = os.environ) -> str:
             f"(then set {BINARY_ENV}=tofu), or point {BINARY_ENV} at the binary."
         )
     return found
+
+
+@dataclass(frozen=True)
+class ProviderSource:
+    """Where Terraform will install the stacks' providers from, as the environment sets it."""
+
+    config: str | None
+    """TF_CLI_CONFIG_FILE, when set."""
+    missing: str | None
+    """Why that setting names no readable file (`does not exist`, `is a folder`), or None."""
+
+    def describe(self) -> str:
+        if self.config is None:
+            return "the Terraform CLI configuration (default: the registry)"
+        if self.missing is not None:
+            return f"the registry: {CLI_CONFIG_ENV}={self.config} {self.missing}, so Terraform ignores it"
+        return f"{CLI_CONFIG_ENV}={self.config}"
+
+    def warning(self) -> str | None:
+        if self.config is None or self.missing is None:
+            return None
+        return (
+            f"{CLI_CONFIG_ENV} names {self.config}, which {self.missing}: Terraform says `Unable to open CLI "
+            "configuration file` and installs the providers from the registry, not from the mirror that file "
+            f"would name. Point {CLI_CONFIG_ENV} at your terraformrc, or unset it"
+        )
+
+    def install_hint(self) -> str:
+        """What to do when `terraform init` could not install the providers."""
+        if self.config is not None and self.missing is None:
+            return (
+                f"Terraform could not install the providers with the CLI configuration {self.config}: check that "
+                "its provider_installation names a mirror holding the versions the stacks pin (listed above), "
+                f"for this platform ({MIRROR_DOCS})."
+            )
+        mirror = (
+            "on a machine that has it, run `terraform providers mirror DIR` in a stack folder, copy DIR here, and "
+            f"point {CLI_CONFIG_ENV} at a terraformrc whose provider_installation reads DIR ({MIRROR_DOCS})."
+        )
+        if self.missing is not None:
+            return f"{self.warning()}. Without access to the registry: {mirror}"
+        return f"Terraform could not install the providers from the registry. Without access to it: {mirror}"
+
+
+def provider_source(environ: Mapping[str, str] = os.environ) -> ProviderSource:
+    config = environ.get(CLI_CONFIG_ENV) or None
+    if config is None:
+        return ProviderSource(None, None)
+    path = Path(config)
+    if path.is_file():
+        return ProviderSource(config, None)
+    return ProviderSource(config, "is a folder, not a file" if path.is_dir() else "does not exist")
 
 
 def terraform_version(terraform: str) -> str:
@@ -211,7 +265,7 @@ def check_stacks(
     return [results[name] for name in stacks]
 
 
-def render_result(result: StackCheck, plan: bool) -> str:
+def render_result(result: StackCheck, plan: bool, source: ProviderSource | None = None) -> str:
     parts = [f"{s.name} {'ok' if s.ok else 'FAILED'} ({s.seconds:.1f} s)" for s in result.steps]
     if plan and result.ok:
         parts[-1] += f": {result.plan_summary}" if result.plan_summary else ""
@@ -222,10 +276,7 @@ def render_result(result: StackCheck, plan: bool) -> str:
     detail = "\n".join(f"    {text}" for text in _tail(failed.output).splitlines())
     hint = ""
     if failed.name == "init" and _PROVIDERS_NOT_INSTALLED.search(failed.output):
-        hint = (
-            "\n  hint: Terraform could not install the providers. Without the registry, point "
-            "TF_CLI_CONFIG_FILE at a terraformrc with a provider mirror (docs/deploying.md)."
-        )
+        hint = f"\n  hint: {(source or provider_source()).install_hint()}"
     return f"{line}\n  terraform {failed.name} said:\n{detail}{hint}"
 
 

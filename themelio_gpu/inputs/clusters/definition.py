@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -48,6 +48,13 @@ class FeatureGates(Strict):
 class Kubeconfig(Strict):
     path: str = Field(description="Kubeconfig path on the machine running Terraform, e.g. ~/.kube/config")
     context: str
+
+    WHY_REQUIRED: ClassVar[dict[str, str]] = {
+        "context": "name this cluster's context in the kubeconfig (`kubectl config get-contexts` lists them). "
+        "Without one, Terraform would use whichever context is current when it runs, which `kubectl config "
+        "use-context` changes: this cluster's stack could then be applied to another cluster",
+    }
+    """Why a key must be given, where that is not plain: the message for a missing key says it."""
 
     _no_literal_credentials = model_validator(mode="before")(_refuse_literal_credentials)
 
@@ -205,6 +212,12 @@ Backend = Annotated[
     | RemoteBackend,
     Field(discriminator="type"),
 ]
+SHARED_BACKENDS = tuple(
+    get_args(member.model_fields["type"].annotation)[0]
+    for member in get_args(get_args(Backend)[0])
+    if member is not LocalBackend
+)
+"""The backends whose state outlives the machine that ran Terraform: what a pipeline needs."""
 
 
 # --- GPU node pools ----------------------------------------------------------------------------------------
