@@ -134,6 +134,15 @@ EXITS = {
     "compare-engines": {0, 1, 2},
     "pipeline github-actions": {0, 1, 2},
     "pipeline atlantis": {0, 1, 2},
+    "sandbox tools": {0, 1, 2},
+    "sandbox up": {0, 1, 2},
+    "sandbox apply": {0, 1, 2},
+    "sandbox plan": {0, 1, 2},
+    "sandbox kubeconfig": {0, 2},
+    "sandbox down": {0, 1, 2},
+    "sandbox probe": {0, 1, 2},
+    "sandbox run": {0, 1, 2},
+    "sandbox check": {0, 1, 2},
 }
 """The exit codes each command can return (the tests of each command check when)."""
 

@@ -56,7 +56,11 @@ def register(commands: Any) -> None:
     )
     sub = group.add_subparsers(dest="sandbox_command", required=True, metavar="SUBCOMMAND")
     tools = sub.add_parser(
-        "tools", help="build the pinned tools that are missing", epilog=f"exit codes: {EXITS['tools']}"
+        "tools",
+        help="build the pinned tools that are missing",
+        description="Build every tool of themelio_gpu/sandbox/tools.toml that is not built yet, from its Go module, "
+        "into the tool cache ($THEMELIO_TOOLS_CACHE or ~/.cache/themelio-gpu/tools); what `make sandbox-tools` runs.",
+        epilog=f"exit codes: {EXITS['tools']}",
     )
     tools.add_argument("names", nargs="*", metavar="TOOL", help="only these (default: every tool of tools.toml)")
     tools.add_argument("--jobs", type=int, default=2, help="builds at once (default 2)")
@@ -96,6 +100,8 @@ def register(commands: Any) -> None:
     check = sub.add_parser(
         "check",
         help="run every chosen cluster's stack through up, apply, plan, destroy and down",
+        description="`sandbox run` on the named clusters, on every cluster (--every), or by default on the fewest "
+        "clusters that cover every pool kind, DRA mode, chart version and Kubernetes minor of the fleet.",
         epilog=f"exit codes: {EXITS['check']}",
     )
     check.add_argument("clusters", nargs="*", metavar="CLUSTER", help="these clusters (default: a covering set)")
