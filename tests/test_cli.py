@@ -324,9 +324,19 @@ def test_catalog_export_writes_per_cluster_files_from_the_quota_plan(tmp_path: P
         "kubeflow-spawner-gpus.yaml",
         "kubeflow-workspacekind-podconfig.yaml",
         "kueue.yaml",
+        "polyaxon-presets",
         "resource-quota-closed.yaml",
         "waldur-backend-components.yaml",
         "waldur-quota-mapping.yaml",
+    ]
+    presets = sorted(
+        p.relative_to(east / "polyaxon-presets").as_posix() for p in east.rglob("polyaxon-presets/**/*")
+    )
+    assert [p for p in presets if p.endswith(".yaml")] == [
+        "nvidia.com/a100-mig-1g.5gb.yaml",
+        "nvidia.com/a100-mig-3g.20gb.yaml",
+        "nvidia.com/a100.yaml",
+        "nvidia.com/gpu.yaml",
     ]
     mapping = yaml.safe_load((east / "waldur-quota-mapping.yaml").read_text())
     components = {c["component"]: c["quotaKey"] for c in mapping["components"]}

@@ -28,7 +28,8 @@ from themelio_gpu.outputs.contracts import (
     waldur_backend_components,
     waldur_quota_mapping,
 )
-from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.outputs.polyaxon import PRESETS_FOLDER, polyaxon_presets
+from themelio_gpu.plan.fleet import Fleet, load_fleet
 from themelio_gpu.plan.quota import plan_quota
 
 StackJson = Callable[[str], dict[str, Any]]
@@ -63,6 +64,68 @@ def test_cluster_files_match_reviewed_snapshots(cluster: str, name: str, update_
         FIXTURE_SNAPSHOTS / "quota-chart-gpu" / "clusters" / cluster / name,
         cluster_contract_files(plan)[name],
         update_snapshots,
+    )
+
+
+@pytest.mark.parametrize("cluster", ["gpu-east", "west"])
+def test_polyaxon_presets_match_reviewed_snapshots(cluster: str, update_snapshots: bool) -> None:
+    """The presets folder of `catalog export`: one file per preset (gpu-east: migration aliases, a deprecated
+    offering; west: a reserved pool's offering with its Kueue queue)."""
+    plan = fleet("chart-gpu").cluster(cluster)
+    assert plan is not None
+    folder = FIXTURE_SNAPSHOTS / "quota-chart-gpu" / "clusters" / cluster
+    files = {k: v for k, v in cluster_contract_files(plan).items() if k.startswith(f"{PRESETS_FOLDER}/")}
+    assert files
+    for name, text in files.items():
+        assert_matches_snapshot(folder / name, text, update_snapshots)
+    recorded = {p.relative_to(folder).as_posix() for p in (folder / PRESETS_FOLDER).rglob("*") if p.is_file()}
+    if update_snapshots:
+        for stale in recorded - set(files):
+            (folder / stale).unlink()
+    else:
+        assert recorded == set(files), "presets no longer written: remove their snapshots with `make snapshots`"
+
+
+def test_polyaxon_presets_follow_the_placement_and_the_grant_name() -> None:
+    """The offering's node selector and tolerations, one device of its grant name (the old name while migration
+    aliases are served), no queue label where the offering lands by itself, and nothing naming the run."""
+    plan = fleet("chart-gpu").cluster("gpu-east")
+    assert plan is not None
+    presets = {p.offering.name: p for p in polyaxon_presets(plan).presets}
+    mig = presets["nvidia.com/a100-mig-1g.5gb"]
+    assert mig.path == "nvidia.com/a100-mig-1g.5gb.yaml" and mig.queue is None
+    assert mig.document() == {
+        "kind": "operation",
+        "isPreset": True,
+        "runPatch": {
+            "container": {"resources": {"limits": {"nvidia.com/mig-1g.5gb": 1}}},
+            "environment": {
+                "nodeSelector": dict(mig.offering.node_selector),
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        },
+    }
+    assert mig.text().startswith("# asks for nvidia.com/mig-1g.5gb: this cluster's quotas grant ")
+    assert presets["nvidia.com/gpu"].notes == ("nvidia.com/gpu is deprecated in the catalog",)
+
+
+def test_a_reserved_pools_offering_gets_its_preset_with_the_queue_granting_the_pool(example_fleet: Fleet) -> None:
+    """gpu-west's H100 pool is reserved for training: the preset names the queue training, whose flavor
+    pool-h100 adds the reservation's toleration; the reserved cluster's H100 lands on its open pool by itself,
+    and its note says how runs of the queue training reach the reserved one."""
+    west = example_fleet.cluster("gpu-west")
+    assert west is not None
+    h100 = next(p for p in polyaxon_presets(west).presets if p.offering.name == "nvidia.com/h100")
+    assert h100.queue is not None and h100.queue.name == "training" and h100.pools == ("h100",)
+    assert h100.document()["runPatch"]["environment"]["labels"] == {"kueue.x-k8s.io/queue-name": "training"}
+    reserved = fleet_named("consumers").cluster("reserved")
+    assert reserved is not None
+    open_h100 = next(p for p in polyaxon_presets(reserved).presets if p.offering.name == "nvidia.com/h100")
+    assert open_h100.queue is None and open_h100.pools == ("h100-open",)
+    assert open_h100.notes == (
+        "pool h100-train also serves it, reserved for the Kueue queue training (namespaces ml-research, "
+        "ml-training): a run from those namespaces reaches it when a later file adds "
+        "runPatch.environment.labels kueue.x-k8s.io/queue-name: training",
     )
 
 
@@ -292,3 +355,8 @@ def load_catalog_of(tmp_path: Path, fleet_name: str) -> Catalog:
     catalog = load_catalog(FIXTURES / "fleets" / fleet_name / "catalog" / "gpu-catalog.yaml", problems)
     assert catalog is not None, list(problems)
     return catalog
+
+
+def fleet_named(name: str) -> Fleet:
+    folder = FIXTURES / "fleets" / name
+    return load_fleet(folder / "catalog" / "gpu-catalog.yaml", folder / "stacks")

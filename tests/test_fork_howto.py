@@ -121,7 +121,9 @@ def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path)
     gone_file.unlink()
 
     fixture_snapshots = project / FIXTURE_SNAPSHOTS.relative_to(ROOT)
-    fixture_before = {p.name: p.read_bytes() for p in fixture_snapshots.rglob("*.*")}
+    fixture_before = {
+        p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*") if p.is_file()
+    }
     recorded = pytest_in(project, make_recipe("snapshots"))
     assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
 
@@ -149,7 +151,9 @@ def test_following_the_readme_how_to_keeps_the_fleet_tests_green(tmp_path: Path)
     assert name in waldur.read_text(encoding="utf-8")
     assert not (snapshots / "catalog" / "clusters" / gone).exists()
     # The tool's own snapshots do not move with the user's fleet.
-    assert {p.name: p.read_bytes() for p in fixture_snapshots.rglob("*.*")} == fixture_before
+    assert {
+        p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*") if p.is_file()
+    } == fixture_before
 
     checked = pytest_in(project, make_recipe("check-fleet"))  # the README's edit loop
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-3000:]
@@ -231,7 +235,9 @@ def test_a_fork_with_a_fleet_of_its_own_passes_the_fleet_tests_and_records_its_s
         (project / schema).write_text(text, encoding="utf-8")
 
     fixture_snapshots = project / FIXTURE_SNAPSHOTS.relative_to(ROOT)
-    fixture_before = {p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*")}
+    fixture_before = {
+        p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*") if p.is_file()
+    }
     recorded = pytest_in(project, make_recipe("snapshots"))
     assert recorded.returncode == 0, recorded.stdout[-3000:] + recorded.stderr[-3000:]
 
@@ -250,7 +256,7 @@ def test_a_fork_with_a_fleet_of_its_own_passes_the_fleet_tests_and_records_its_s
     ).read_text(encoding="utf-8")
     # The tool's own snapshots do not move with the user's fleet.
     assert {
-        p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*")
+        p.relative_to(fixture_snapshots): p.read_bytes() for p in fixture_snapshots.rglob("*.*") if p.is_file()
     } == fixture_before
 
     checked = pytest_in(project, [sys.executable, "-m", "pytest", "-q", "tests/test_user_fleet.py"])

@@ -5,8 +5,9 @@ The CRDs (Kueue v0.19.2, Karpenter v1.14.1, Kubeflow Notebooks v2.0.0-beta.0) ar
 schema, defaults, CEL rules, list types); without ../shared those tests skip, with the reason, and fail
 under CI=true. The rules that live in the consumers' webhooks and agents (README there) are checked here in
 Python, as are the semantics the objects exist for (a reserved pool stays reserved, every notebook choice
-lands on its pool); those need no ../shared and always run. docs/consumers.md says which rule each field
-follows.
+lands on its pool); those need no ../shared and always run. The Polyaxon presets are judged by Polyaxon
+2.18.0's own code (tests/polyaxon_contracts.py, the `polyaxon` package): always run. docs/consumers.md says
+which rule each field follows.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import polyaxon_contracts as polyaxon
 from tests.conftest import FIXTURES
 from tests.upstream_contracts import crd_errors
 from themelio_gpu.cli import cluster_contract_files, contract_files
@@ -33,7 +35,9 @@ from themelio_gpu.inputs.clusters.pool_contract import (
     untolerated,
 )
 from themelio_gpu.outputs.contracts import waldur_backend_components
+from themelio_gpu.outputs.polyaxon import PRESETS_FOLDER, QUEUE_NAME_LABEL, Preset, polyaxon_presets
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.kueue import pool_capacity
 from themelio_gpu.plan.quota import plan_quota
 
 FLEETS = FIXTURES / "fleets"
@@ -81,6 +85,15 @@ class ClusterObjects:
     def pool(self, name: str) -> PoolContract:
         return next(p for p in self.plan.pools if p.name == name)
 
+    def polyaxon_presets(self) -> dict[str, str]:
+        """Preset path (under the presets folder) -> text."""
+        prefix = f"{PRESETS_FOLDER}/"
+        return {
+            k.removeprefix(prefix): v
+            for k, v in self.files.items()
+            if k.startswith(prefix) and k.endswith(".yaml")
+        }
+
 
 @cache
 def fleet(name: str) -> Fleet:
@@ -124,6 +137,7 @@ def check_every_contract(clusters: Sequence[ClusterObjects], fleets: Mapping[str
     check_reserved_pools_stay_reserved(clusters)
     check_notebook_choices_land(clusters)
     check_instance_type_labels(clusters)
+    check_polyaxon_presets(clusters)
 
 
 def fail_on(problems: Mapping[str, Sequence[str]]) -> None:
@@ -510,3 +524,152 @@ def test_consumers_fixture_fleet_covers_each_case() -> None:
     notebooks = plans["notebooks"]
     assert any(p.reservations and p.product.key == "l40s" for p in notebooks.pools)
     assert all(t.effect in BLOCKING_EFFECTS for p in notebooks.pools for t in p.taints)
+
+
+# --- Polyaxon 2.18.0: the presets, by the polyaxon package's own schema, merge and converter ---------------
+
+
+def test_polyaxon_is_the_version_the_presets_are_checked_against() -> None:
+    """docs/consumers.md names the version; the Pipfile pins it (a development dependency)."""
+    assert polyaxon.installed_version() == polyaxon.POLYAXON_VERSION
+
+
+def _plan(fleet_name: str, cluster: str) -> ClusterPlan:
+    plan = fleet(fleet_name).cluster(cluster)
+    assert plan is not None
+    return plan
+
+
+def _lands(spec: Mapping[str, Any], pool: PoolContract) -> bool:
+    return _matches(spec.get("nodeSelector") or {}, pool) and not _blocks(spec.get("tolerations") or [], pool)
+
+
+def _kueue_admitted(cluster: ClusterObjects, preset: Preset, spec: Mapping[str, Any]) -> set[str]:
+    """The pools the run lands on once Kueue admits it through the preset's queue: for each flavor of the queue
+    that can admit its name (a nominalQuota, or a pool of unknown size whose quota is raised by hand) and whose
+    nodeLabels agree with the pod's node selector, Kueue adds the flavor's nodeLabels and tolerations."""
+    assert preset.queue is not None
+    objects = cluster.kueue()
+    flavors = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "ResourceFlavor"}
+    (queue,) = [o for o in objects if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == preset.queue.name]
+    selector = spec.get("nodeSelector") or {}
+    reached: set[str] = set()
+    for item in (f for g in queue["spec"]["resourceGroups"] for f in g["flavors"]):
+        flavor = flavors[item["name"]]
+        labels = flavor["nodeLabels"]
+        if any(selector.get(k, v) != v for k, v in labels.items()):
+            continue  # Kueue skips a flavor its node labels would contradict
+        quota = {r["name"]: r["nominalQuota"] for r in item["resources"]}
+        pools = [p for p in cluster.plan.pools if _matches(labels, p)]
+        if quota.get(preset.resource_name, "0") == "0" and all(
+            pool_capacity(cluster.plan, p) is not None for p in pools
+        ):
+            continue
+        admitted = {
+            "nodeSelector": {**selector, **labels},
+            "tolerations": [*(spec.get("tolerations") or []), *flavor.get("tolerations", [])],
+        }
+        reached |= {p.name for p in pools if _lands(admitted, p)}
+    return reached
+
+
+def check_polyaxon_presets(clusters: Sequence[ClusterObjects]) -> int:
+    """Every preset passes Polyaxon's schema and runPatch validation; `polyaxon run -f <recipe> -f <preset>` on a
+    minimal job gives a pod asking for one device of the offering's grant name that lands, by the pools' labels
+    and taints, on pools serving the offering: by itself, or (a reserved pool's offering) only once Kueue admits
+    it through the queue its label names. Returns how many presets were checked."""
+    checked = 0
+    for cluster in clusters:
+        planned = {p.path: p for p in polyaxon_presets(cluster.plan).presets}
+        files = cluster.polyaxon_presets()
+        assert set(files) == set(planned), cluster.name
+        for path, text in sorted(files.items()):
+            where = f"{cluster.name} {path}"
+            fail_on({where: polyaxon.preset_errors(text)})
+            preset = planned[path]
+            job = polyaxon.run_job(text)
+            spec = polyaxon.pod_spec(job)
+            assert polyaxon.main_container(job)["resources"] == {"limits": {preset.resource_name: "1"}}, where
+            assert "affinity" not in spec, where
+            serving = set(cluster.plan.placements[preset.offering.name])
+            landed = {p.name for p in cluster.plan.pools if _lands(spec, p)}
+            labels = job["metadata"]["labels"], job["batchJobSpec"]["template"]["metadata"]["labels"]
+            if preset.queue is None:
+                assert landed & serving and set(preset.pools) == landed & serving, (where, landed)
+                assert all(QUEUE_NAME_LABEL not in x for x in labels), where
+            else:
+                # Without Kueue the reservation holds; admitted through the queue, the run reaches its pools.
+                assert not landed & serving, (where, landed)
+                assert all(x[QUEUE_NAME_LABEL] == preset.queue.name for x in labels), where
+                admitted = _kueue_admitted(cluster, preset, spec)
+                assert admitted and admitted <= serving and admitted == set(preset.pools), (where, admitted)
+            checked += 1
+    return checked
+
+
+def test_polyaxon_presets_pass_polyaxons_schema_and_land_on_the_offerings_pools(
+    every_cluster: list[ClusterObjects],
+) -> None:
+    checked = check_polyaxon_presets(every_cluster)
+    assert checked >= 100
+    queued = [
+        p for c in every_cluster for p in polyaxon_presets(c.plan).presets if p.queue is not None
+    ]  # example's gpu-west H100, the consumers' karpenter-valueless and notebooks, own-names' acme-east
+    assert len(queued) >= 3
+
+
+def test_a_reserved_pools_offering_without_a_queue_is_left_out_saying_why(
+    every_cluster: list[ClusterObjects],
+) -> None:
+    """As the Kubeflow files leave out what no notebook could land with: the reason, at the top of left-out.txt."""
+    (cluster,) = [c for c in every_cluster if c.name == "terraform/tf-local"]
+    assert "nvidia.com/a100-mig-1g.5gb.yaml" not in cluster.polyaxon_presets()
+    assert cluster.files[f"{PRESETS_FOLDER}/left-out.txt"] == (
+        "# nvidia.com/a100-mig-1g.5gb gets no Polyaxon preset: pool sliced carries "
+        "fixture.example/preemptible:NoExecute, which its tolerations do not tolerate; no kueue.queues entry "
+        "grants pool sliced\n"
+    )
+    (west,) = [c for c in every_cluster if c.name == "example/gpu-west"]
+    assert f"{PRESETS_FOLDER}/left-out.txt" not in west.files  # its H100 pool is granted: a queue preset
+
+
+def test_polyaxon_count_is_one_device_and_a_later_file_changes_it() -> None:
+    """Polyaxon merges each file's runPatch in order and applies the result to the recipe's run with the
+    operation's strategy (post_merge): the preset's count replaces the recipe's, and a later file's
+    runPatch.container.resources.limits replaces the preset's. A later file's root `resources` shortcut (and so
+    `--gpu`) is applied before the presets' runPatch: it leaves the preset's limit and adds a request, which
+    the API server refuses for an extended resource (limit 1, request 4), or asks for nvidia.com/gpu beside it."""
+    presets = polyaxon_presets(_plan("example", "gpu-east")).presets
+    (preset,) = [p for p in presets if p.offering.name == "nvidia.com/a100"]
+    text = preset.text()
+    assert polyaxon.main_container(polyaxon.run_job(text))["resources"] == {"limits": {"nvidia.com/a100": "1"}}
+    later = polyaxon.run_job(text, polyaxon.count_overlay("nvidia.com/a100", 4))
+    assert polyaxon.main_container(later)["resources"] == {"limits": {"nvidia.com/a100": "4"}}
+    recipe = json.loads(json.dumps(polyaxon.RECIPE))
+    recipe["run"]["container"]["resources"] = {"limits": {"nvidia.com/a100": 2, "cpu": 2}}
+    replaced = polyaxon.main_container(polyaxon.run_job(text, recipe=recipe))["resources"]
+    assert replaced == {"limits": {"nvidia.com/a100": "1", "cpu": "2"}}
+    shortcut = polyaxon.run_job(text, yaml.safe_dump({"resources": {"nvidia.com/a100": 4}}))
+    assert polyaxon.main_container(shortcut)["resources"] == {
+        "limits": {"nvidia.com/a100": "1"},
+        "requests": {"nvidia.com/a100": "4"},
+    }
+    gpu = polyaxon.run_job(text, yaml.safe_dump({"resources": {"gpu": 2}}))
+    assert polyaxon.main_container(gpu)["resources"]["limits"] == {"nvidia.com/a100": "1", "nvidia.com/gpu": "2"}
+
+
+def test_the_polyaxon_checks_are_not_vacuous() -> None:
+    """Polyaxon refuses tolerations given as a mapping and an unknown environment field; a preset naming its
+    run is refused by our own rule; the placement check sees a pod that lands nowhere."""
+    base = {"kind": "operation", "isPreset": True}
+    bad_tolerations = {**base, "runPatch": {"environment": {"tolerations": {"key": "nvidia.com/gpu"}}}}
+    assert any("tolerations" in e for e in polyaxon.preset_errors(yaml.safe_dump(bad_tolerations)))
+    unknown = {**base, "runPatch": {"environment": {"nodeSelectors": {"a": "b"}}}}
+    assert any("nodeSelectors" in e for e in polyaxon.preset_errors(yaml.safe_dump(unknown)))
+    one = {**base, "runPatch": {"container": {"resources": {"limits": {"nvidia.com/a100": 1}}}}}
+    assert polyaxon.preset_errors(yaml.safe_dump(one)) == []
+    assert polyaxon.preset_errors(yaml.safe_dump({**one, "name": "a100"})) == ["sets name"]
+    not_preset = {k: v for k, v in one.items() if k != "isPreset"}
+    assert polyaxon.preset_errors(yaml.safe_dump(not_preset)) == ["not an operation with isPreset: true"]
+    pool = next(p for p in _plan("example", "gpu-west").pools if p.name == "h100")
+    assert not _lands({"nodeSelector": {"accelerator": "nvidia-h100-80gb"}}, pool)  # reserved: not tolerated

@@ -95,8 +95,9 @@ def test_cluster_contract_files_match_their_reviewed_snapshots(user_fleet: Fleet
         files = cluster_contract_files(plan)
         for name, text in files.items():
             assert_matches_snapshot(folder / plan.name / name, text, update_snapshots)
-        for path in sorted((folder / plan.name).glob("*.yaml")):
-            if path.name not in files:
+        # The Polyaxon presets are a folder of files: every file below the cluster's folder is one of its files.
+        for path in sorted(p for p in (folder / plan.name).rglob("*") if p.is_file()):
+            if path.relative_to(folder / plan.name).as_posix() not in files:
                 _no_snapshot(path, update_snapshots)
     gone = (
         sorted(p for p in folder.iterdir() if p.name not in {c.name for c in user_fleet.clusters})

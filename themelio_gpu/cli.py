@@ -37,6 +37,7 @@ from themelio_gpu.outputs.contracts import (
 )
 from themelio_gpu.outputs.kueue import kueue_objects
 from themelio_gpu.outputs.output_folder import OutputWriteError
+from themelio_gpu.outputs.polyaxon import preset_files as polyaxon_preset_files
 from themelio_gpu.outputs.yaml_output import dump_yaml
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.helm.known_values import KnownValuesTableError
@@ -359,6 +360,8 @@ def cluster_contract_files(plan: ClusterPlan) -> dict[str, str]:
     pod_configs = kubeflow_workspacekind_pod_configs(notebooks.offerings, names)
     if pod_configs is not None:
         files["kubeflow-workspacekind-podconfig.yaml"] = notebook_note + dump_yaml(pod_configs)
+    # Polyaxon: one preset per offering, each a file of its own (one operation per Polyaxonfile).
+    files.update(polyaxon_preset_files(plan, quota))
     return files
 
 
@@ -763,7 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
     ce = _command(
         catalog,
         "export",
-        "the Kubeflow and gpuLabel files, and per cluster the Waldur, quota, Kueue and Notebooks 2.0 files",
+        "the Kubeflow and gpuLabel files, and per cluster the Waldur, quota, Kueue, Notebooks 2.0 and Polyaxon files",
         "Printed to stdout as one YAML stream unless --out is given.",
         exits="0 printed (or written with --out), 2 bad input or a folder that cannot be written",
     )

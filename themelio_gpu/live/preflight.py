@@ -182,7 +182,7 @@ def connect(
                 wanted = context or (access.context if access else None)
                 _check_context(path, source, wanted, given=context is not None)
                 try:
-                    client = kube_config.new_client_from_config(  # type: ignore[no-untyped-call]
+                    client = kube_config.new_client_from_config(
                         config_file=path,
                         context=wanted,
                         persist_config=False,  # never rewrite the user's kubeconfig
@@ -193,7 +193,7 @@ def connect(
                         f"kubeconfig {source} cannot be used: {error}{_logged(capture.messages)}"
                     ) from error
             else:
-                client = kube_config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
+                client = kube_config.new_client_from_config_dict(
                     api_kubeconfig(definition), persist_config=False, client_configuration=configuration
                 )
         except ConfigException as error:
@@ -273,21 +273,22 @@ class Api:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
-        params = self.client.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list(query),
-            header_params=headers,
-            body=dict(body) if body is not None else None,
-            auth_settings=["BearerToken"],
-        )
+        # The client's own request path (auth settings, TLS, retries, timeouts) without its model
+        # deserialization: with `_preload_content=False` it returns the urllib3 response as it came, and raises
+        # ApiException (its body decoded) for any status outside 200-299. kubernetes 36's generated client.
         try:
-            response = self.client.call_api(*params, _request_timeout=REQUEST_TIMEOUT)
+            response = self.client.call_api(
+                path,
+                method,
+                query_params=list(query),
+                header_params=headers,
+                body=dict(body) if body is not None else None,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise ClusterConnectionError(f"cannot reach {self.host}: {_network_reason(error)}") from error
-        response.read()  # type: ignore[no-untyped-call]
-        if not 200 <= response.status <= 299:
-            raise ApiException(http_resp=response)
         try:
             data = json.loads(response.data or b"{}")
         except ValueError:
@@ -369,7 +370,7 @@ def run_preflight(
         report.fail("connection", f"{error}{_logged(logged)}")
     finally:
         if owned and api_client is not None:
-            api_client.close()  # type: ignore[no-untyped-call]
+            api_client.close()
     report.summary(plan.name)
     return EXIT_FAILED if report.failed else EXIT_OK
 

@@ -111,7 +111,7 @@ def _kubeflow_offerings(offerings: Iterable[ResolvedOffering]) -> list[ResolvedO
     return [o for o in offerings if o.kubeflow_ui_name is not None and o.lifecycle is Lifecycle.active]
 
 
-def _tolerations(offering: ResolvedOffering) -> list[dict[str, Any]]:
+def offering_tolerations(offering: ResolvedOffering) -> list[dict[str, Any]]:
     return [t.model_dump(exclude_none=True) for t in offering.tolerations]
 
 
@@ -124,12 +124,12 @@ class NotebookChoices:
     """One sentence per offering of the catalog's notebook form that cannot land on any of its pools here."""
 
 
-def _why_not_on(offering: ResolvedOffering, pool: PoolContract) -> str | None:
-    """Why a notebook of the offering cannot run on the pool (None: it can)."""
+def why_not_on(offering: ResolvedOffering, pool: PoolContract) -> str | None:
+    """Why a pod with the offering's node selector and tolerations cannot run on the pool (None: it can)."""
     mismatched = sorted(k for k, v in offering.node_selector.items() if pool.labels.get(k) != v)
     if mismatched:
         return f"pool {pool.name} lacks its node selector's {', '.join(mismatched)}"
-    blocking = untolerated(_tolerations(offering), pool.taints)
+    blocking = untolerated(offering_tolerations(offering), pool.taints)
     if blocking:
         return f"pool {pool.name} carries {', '.join(map(str, blocking))}, which its tolerations do not tolerate"
     return None
@@ -147,7 +147,7 @@ def cluster_notebook_choices(plan: ClusterPlan) -> NotebookChoices:
     chosen: list[ResolvedOffering] = []
     left_out: list[str] = []
     for offering in _kubeflow_offerings(plan.offerings):
-        reasons = [_why_not_on(offering, pools[name]) for name in plan.placements[offering.name]]
+        reasons = [why_not_on(offering, pools[name]) for name in plan.placements[offering.name]]
         if None in reasons:
             chosen.append(offering)
         else:
@@ -239,7 +239,7 @@ def kubeflow_toleration_groups(offerings: Iterable[ResolvedOffering]) -> list[di
     """
     groups: dict[str, tuple[list[dict[str, Any]], list[str]]] = {}
     for offering in _kubeflow_offerings(offerings):
-        tolerations = _tolerations(offering)
+        tolerations = offering_tolerations(offering)
         if tolerations:
             key = ",".join(_toleration_text(t) for t in tolerations)
             groups.setdefault(key, (tolerations, []))[1].append(offering.kubeflow_ui_name or offering.name)
@@ -288,7 +288,7 @@ def kubeflow_workspacekind_pod_configs(
                 "spawner": spawner,
                 "spec": {
                     "nodeSelector": dict(offering.node_selector),
-                    "tolerations": _tolerations(offering),
+                    "tolerations": offering_tolerations(offering),
                     "resources": {"requests": {name: "1"}, "limits": {name: "1"}},
                 },
             }
@@ -303,7 +303,7 @@ def gpu_labels_config(offerings: Iterable[ResolvedOffering], with_aliases: bool 
         placement = {
             "displayName": offering.display_name,
             "nodeSelector": dict(offering.node_selector),
-            "tolerations": _tolerations(offering),
+            "tolerations": offering_tolerations(offering),
             "deprecated": offering.lifecycle is Lifecycle.deprecated,
         }
         labels[offering.name] = {**placement, "resolvesTo": offering.name}

@@ -86,6 +86,9 @@ class KueuePlan:
     """The resource names every queue covers: the cluster's grant names."""
     capacity: Mapping[str, Mapping[str, int]]
     """Flavor -> resource name -> devices (0 for the names its devices do not go to)."""
+    counted: Mapping[str, frozenset[str]]
+    """Flavor -> the resource names its devices go to, whatever the pools' size: the names Kueue can admit in
+    it (a pool of unknown size counts 0 until nominalQuota is raised by hand)."""
     notes: tuple[str, ...]
     """What the file cannot say itself: pools of unknown size, reserved pools no queue grants."""
 
@@ -100,6 +103,13 @@ def flavor_name(product: str) -> str:
 
 def reserved_flavor_name(pool: str) -> str:
     return f"pool-{pool}"
+
+
+def pool_device_kinds(pool: PoolContract) -> tuple[DeviceKind, ...]:
+    """The kinds of device the pool publishes: its product's whole GPU, or each MIG profile of its layout."""
+    if pool.mig_devices is None:
+        return (DeviceKind(pool.product.key),)
+    return tuple(DeviceKind(pool.product.key, profile) for profile in pool.mig_devices)
 
 
 def pool_capacity(plan: ClusterPlan, pool: PoolContract) -> dict[DeviceKind, int] | None:
@@ -248,9 +258,12 @@ def plan_kueue(plan: ClusterPlan, quota: ClusterQuotaPlan | None = None) -> Kueu
     owners = _owners(quota)
     covered = tuple(sorted(quota.grants))
     capacity: dict[str, dict[str, int]] = {}
+    counted: dict[str, frozenset[str]] = {}
     unsized: list[str] = []
     for flavor in (f for q in queues for f in q.flavors):
         per_name = capacity.setdefault(flavor.name, dict.fromkeys(covered, 0))
+        kinds = {kind for pool in flavor.pools for kind in pool_device_kinds(pool)}
+        counted[flavor.name] = frozenset(owners[kind] for kind in kinds if kind in owners)
         for pool in flavor.pools:
             devices = pool_capacity(plan, pool)
             if devices is None:
@@ -274,6 +287,7 @@ def plan_kueue(plan: ClusterPlan, quota: ClusterQuotaPlan | None = None) -> Kueu
         queues=tuple(queues),
         covered=covered,
         capacity=MappingProxyType({k: MappingProxyType(v) for k, v in capacity.items()}),
+        counted=MappingProxyType(counted),
         notes=tuple(notes),
     )
 
