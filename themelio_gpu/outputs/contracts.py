@@ -161,7 +161,7 @@ def _unreachable_on(offering: ResolvedOffering, plan: ClusterPlan) -> list[str] 
     """Why a pod with only the offering's placement lands on none of the cluster's pools serving it (None: it
     lands on one of them)."""
     pools = {p.name: p for p in plan.pools}
-    reasons = [(name, _why_not_on(offering, pools[name])) for name in plan.placements.get(offering.name, ())]
+    reasons = [(name, why_not_on(offering, pools[name])) for name in plan.placements.get(offering.name, ())]
     if any(reason is None for _, reason in reasons):
         return None
     granted = {pool: queue.name for queue in plan.definition.kueue.queues for pool in queue.pools}
@@ -183,7 +183,7 @@ def unreachable_grants(plan: ClusterPlan, offerings: Iterable[str], namespace: s
         offering = served.get(name)
         if offering is None:
             continue
-        reasons = [(pool, _why_not_on(offering, pools[pool])) for pool in plan.placements.get(name, ())]
+        reasons = [(pool, why_not_on(offering, pools[pool])) for pool in plan.placements.get(name, ())]
         if not reasons or any(reason is None for _, reason in reasons):
             continue
         queues = {queue_of[pool].name: queue_of[pool] for pool, _ in reasons if pool in queue_of}
