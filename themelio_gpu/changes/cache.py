@@ -3,6 +3,9 @@
 - `stacks/<digest>.tf.json`: a stack file, named by the digest of its inputs (outputs/stack_inputs.py: its
   cluster's plan, the tool's code, the installed packages, the engine). Equal digests synthesize the same
   bytes (what incremental synthesis relies on too), so a file serves every commit and either side.
+- `checked/<fleet key>.json`: the cluster files checked and planned with a catalog and tool (the fleet key,
+  stack_inputs.fleet_key), by file name and SHA-256, with their stacks' digests where computed: a file with
+  those bytes need not be read and checked again (sides.py).
 - `commits/<key>.json`: the stacks of a commit synthesized by its own code (a commit whose tool differs from
   this checkout's, which cannot be planned here): stack name -> digest, as its own synthesis recorded them.
   The key is the commit with everything else its synthesis depends on: where its catalog, cluster files and
@@ -96,6 +99,30 @@ class StackCache:
         data = {"format": FORMAT, "commit": commit, "stacks": dict(sorted(stacks.items()))}
         self._write(self.folder / "commits" / f"{key}.json", (json.dumps(data, indent=2) + "\n").encode())
 
+    def checked_files(self, fleet_key: str) -> dict[str, str]:
+        """The cluster files `changed` checked and planned before with this catalog and tool (the fleet key,
+        stack_inputs.fleet_key): `<file name> <SHA-256>` -> the digest of the stack's inputs, or ""."""
+        try:
+            data = json.loads(self._checked(fleet_key).read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT or not isinstance(data.get("files"), dict):
+                return {}
+            os.utime(self._checked(fleet_key))
+            return {str(k): str(v) for k, v in data["files"].items() if not v or _DIGEST.match(str(v))}
+        except (OSError, ValueError, AttributeError):
+            return {}
+
+    def store_checked(self, fleet_key: str | None, files: dict[str, str]) -> None:
+        if fleet_key is None or not _DIGEST.match(fleet_key) or not files:
+            return
+        known = self.checked_files(fleet_key)
+        merged = {**known, **{k: v or known.get(k, "") for k, v in files.items()}}
+        if merged != known:
+            data = {"format": FORMAT, "files": dict(sorted(merged.items()))}
+            self._write(self._checked(fleet_key), (json.dumps(data, indent=0) + "\n").encode())
+
+    def _checked(self, fleet_key: str) -> Path:
+        return self.folder / "checked" / f"{fleet_key}.json"
+
     def _write(self, path: Path, content: bytes) -> None:
         temporary: Path | None = None
         try:
@@ -120,7 +147,7 @@ class StackCache:
             return
         files: list[tuple[float, int, Path]] = []
         now = time.time()
-        for folder in (self.folder / "stacks", self.folder / "commits"):
+        for folder in (self.folder / "stacks", self.folder / "commits", self.folder / "checked"):
             for path in folder.glob("*") if folder.is_dir() else ():
                 try:
                     status = path.stat()

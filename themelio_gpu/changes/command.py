@@ -119,9 +119,8 @@ def _changed(args: argparse.Namespace, paths: InputPaths) -> int:
         if args.head:
             head = folder_side(Path(args.head), display_path(Path(args.head)), engine, problems, records=not full)
         else:
-            head = fleet_side(
-                paths, f"the fleet in {display_path(paths.stacks_dir)} (synthesized now)", engine, reuse=not full
-            )
+            name = f"the fleet in {display_path(paths.stacks_dir)} (synthesized now)"
+            head = fleet_side(paths, name, engine, cache, reuse=not full)
         problems.raise_if_any()
         notes: tuple[str, ...] = ("every stack compared address by address (--full)",) if full else ()
         if args.base_ref is not None:
@@ -150,6 +149,8 @@ def _changed(args: argparse.Namespace, paths: InputPaths) -> int:
         counts = any(output.form == "json" for output in outputs)
         comparison = compare_sides(base, head, scratch, cache, every_stack=full, counts=counts, notes=notes)
         if cache is not None:
+            for side in (base, head):
+                cache.store_checked(side.fleet_key if side.fleet is not None else None, side.checked())
             cache.trim()
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)

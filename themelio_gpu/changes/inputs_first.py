@@ -43,6 +43,7 @@ class StackFiles:
     def __init__(self, side: Side, tag: str, scratch: Path, cache: StackCache | None) -> None:
         self.side, self.tag, self.scratch, self.cache = side, tag, scratch, cache
         self.found: dict[str, _Found] = {}
+        self.syntheses = 0
 
     def on_disk(self, name: str) -> _Found | None:
         """A file already there for the stack (a folder's, or the default output folder's), unsynthesized."""
@@ -74,11 +75,14 @@ class StackFiles:
         from themelio_gpu.outputs.synth import synthesize  # the engine loads only when a stack is synthesized
 
         fleet = self.side.fleet
+        self.side.plan(names)
         plans = [self.side.stacks[n].plan for n in names]
         assert fleet is not None and all(p is not None for p in plans), "only a planned stack is synthesized"
         count = f"{len(names)} stack{'s' if len(names) != 1 else ''}"
         print(f"changed: synthesizing {count} of {self.side.label}", file=sys.stderr, flush=True)
-        into = self.scratch / f"{self.tag}-synthesized"
+        # A folder of its own per synthesis: another synthesis into it would remove these stacks as stale.
+        self.syntheses += 1
+        into = self.scratch / f"{self.tag}-synthesized-{self.syntheses}"
         synthesize(Fleet(fleet.catalog, tuple(p for p in plans if p is not None)), into, progress=None)
         for name in names:
             path = into / STACKS_FOLDER / name / STACK_FILE

@@ -10,15 +10,22 @@ commit's fleet planned here (`--base-ref` when the commit's tool is this checkou
 - its plan, to synthesize it;
 - its cluster file's SHA-256 and what every plan of the side depends on beside it (the catalog and the tool,
   stack_inputs.fleet_key): with both equal on the two sides, the plans are equal without planning.
+
+A cluster file is read and checked once per set of inputs: the current fleet leaves unread the files that the
+default output folder's record holds with the same bytes (as `python main.py` does), and those that `changed`
+checked before with the same bytes, catalog and tool (the cache's record, cache.py). A file left unread is
+planned when its plan is needed after all (its stack is compared).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from themelio_gpu.changes.cache import StackCache
 from themelio_gpu.changes.stacks import stack_files
 from themelio_gpu.engine import Engine
 from themelio_gpu.inputs.clusters.files import cluster_definition_files
@@ -45,8 +52,13 @@ class Stack:
     plan: ClusterPlan | None = None
     cluster_sha: str | None = None
     """The SHA-256 of its cluster file."""
+    unread: bool = False
+    """Its cluster file was checked before with these bytes and inputs: planned only when needed (Side.plan)."""
     same_as_head: bool = False
     """A base stack left unplanned: its cluster file's bytes, the catalog and the tool are the head's."""
+
+
+Planner = Callable[[list[str]], dict[str, ClusterPlan]]
 
 
 @dataclass
@@ -62,17 +74,27 @@ class Side:
     """An output folder whose records may hold a planned stack's file (the default output folder)."""
     index: Index = EMPTY
     """Its intact records."""
+    planner: Planner | None = None
+    """Plans the clusters left unread, by name."""
     _memo: dict[int, Any] = field(default_factory=dict)
 
+    def plan(self, names: Iterable[str]) -> None:
+        """Plan the clusters of these stacks that were left unread."""
+        unread = [n for n in names if self.stacks[n].unread and self.stacks[n].plan is None]
+        if unread:
+            assert self.planner is not None
+            for name, plan in self.planner(unread).items():
+                self.stacks[name].plan = plan
+
     def digest(self, name: str) -> str | None:
-        stack = self.stacks[name]
-        if stack.digest is None and stack.plan is not None:
-            stack.digest = plan_digests([stack.plan], self.engine, self._memo)[name]
-        return stack.digest
+        self.digests([name])
+        return self.stacks[name].digest
 
     def digests(self, names: Iterable[str]) -> None:
-        """Compute the digests of these planned stacks at once (one memo: shared catalog parts once)."""
-        plans = [s.plan for n in names if (s := self.stacks[n]).digest is None and s.plan is not None]
+        """Compute the digests of these stacks where the plan gives them (one memo: shared parts once)."""
+        missing = [n for n in names if self.stacks[n].digest is None]
+        self.plan(missing)
+        plans = [p for n in missing if (p := self.stacks[n].plan) is not None]
         for name, digest in plan_digests(plans, self.engine, self._memo).items():
             self.stacks[name].digest = digest
 
@@ -82,6 +104,19 @@ class Side:
         if self.output is None or record is None or record.inputs != self.digest(name):
             return None
         return self.output / STACKS_FOLDER / name / STACK_FILE, record.stack_file
+
+    def checked(self) -> dict[str, str]:
+        """The cache's record of this side's cluster files, checked and planned by this tool: `<file name>
+        <SHA-256>` -> the digest of the stack's inputs ("" when not computed)."""
+        return {
+            _checked_key(s.name, s.cluster_sha): s.digest or ""
+            for s in self.stacks.values()
+            if s.cluster_sha is not None and (s.plan is not None or s.unread)
+        }
+
+
+def _checked_key(name: str, sha: str) -> str:
+    return f"{name} {sha}"
 
 
 def folder_side(folder: Path, label: str, engine: Engine, problems: Problems, *, records: bool = True) -> Side:
@@ -101,27 +136,67 @@ def folder_side(folder: Path, label: str, engine: Engine, problems: Problems, *,
     return Side(label, stacks, engine, fleet_key=index.fleet_key or None)
 
 
-def fleet_side(paths: InputPaths, label: str, engine: Engine, *, reuse: bool = True) -> Side:
-    """The current fleet, checked (InputError on bad input). With `reuse`, as `python main.py` would
-    synthesize it into the default output folder: a cluster file that folder's record holds with the same
-    bytes (the catalog and tool as recorded) is not read again, and its stack file there is this stack."""
+def fleet_side(
+    paths: InputPaths, label: str, engine: Engine, cache: StackCache | None, *, reuse: bool = True
+) -> Side:
+    """The current fleet, checked (InputError on bad input). With `reuse`, the cluster files checked before
+    with the same bytes, catalog and tool are not read again: those the default output folder's record holds
+    (their stack files there are these stacks), and those the cache's record holds."""
     key = fleet_key(paths.catalog, engine)
     output = output_target(None)
     index = intact_records(output, read_index(output)) if reuse else EMPTY
-    fleet = load_fleet(paths.catalog, paths.stacks_dir, index.unchanged_files(key))
+    in_output = index.unchanged_files(key)
+    checked = cache.checked_files(key) if cache is not None and reuse else {}
+    cwd = Path.cwd().resolve()
+    shown_of: dict[str, tuple[str, str]] = {}
+    """Name -> (file as shown, SHA-256) of every cluster file that can be left unread."""
+    unchanged: dict[str, str] = {}
+    for path in _one_file_per_name(cluster_definition_files(paths.stacks_dir, Problems())) if reuse else ():
+        shown, sha = display_path(path, cwd), file_digest(path)
+        if sha is None:
+            continue
+        shown_of[path.stem] = (shown, sha)
+        if in_output.get(shown) == sha or _checked_key(path.stem, sha) in checked:
+            unchanged[shown] = sha
+    fleet = load_fleet(paths.catalog, paths.stacks_dir, unchanged)
     stacks: dict[str, Stack] = {}
     for plan in fleet.clusters:
-        stacks[plan.name] = Stack(plan.name, plan=plan, cluster_sha=file_digest(Path(plan.file)))
-    for _, name in fleet.reused:
-        record = index.stacks[name]
-        stacks[name] = Stack(
-            name,
-            digest=record.inputs,
-            file=output / STACKS_FOLDER / name / STACK_FILE,
-            file_sha=record.stack_file,
-            cluster_sha=record.file_sha,
+        known = shown_of.get(plan.name)
+        stacks[plan.name] = Stack(
+            plan.name, plan=plan, cluster_sha=known[1] if known else file_digest(Path(plan.file))
         )
-    return Side(label, stacks, engine, fleet=fleet, fleet_key=key, output=output if reuse else None, index=index)
+    for shown, name in fleet.reused:
+        record = index.stacks.get(name)
+        if in_output.get(shown) == unchanged[shown] and record is not None:
+            stacks[name] = Stack(
+                name,
+                digest=record.inputs,
+                file=output / STACKS_FOLDER / name / STACK_FILE,
+                file_sha=record.stack_file,
+                cluster_sha=record.file_sha,
+            )
+        else:
+            sha = unchanged[shown]
+            stacks[name] = Stack(
+                name, digest=checked[_checked_key(name, sha)] or None, cluster_sha=sha, unread=True
+            )
+
+    def planner(names: list[str]) -> dict[str, ClusterPlan]:
+        wanted = {shown_of[n][0] for n in names}
+        others = {shown: sha for shown, sha in shown_of.values() if shown not in wanted}
+        planned = load_fleet(paths.catalog, paths.stacks_dir, others)
+        return {plan.name: plan for plan in planned.clusters if plan.name in names}
+
+    return Side(
+        label,
+        stacks,
+        engine,
+        fleet=fleet,
+        fleet_key=key,
+        output=output if reuse else None,
+        index=index,
+        planner=planner,
+    )
 
 
 def planned_side(catalog: Path, stacks_dir: Path, label: str, engine: Engine, head: Side) -> Side:
@@ -131,12 +206,21 @@ def planned_side(catalog: Path, stacks_dir: Path, label: str, engine: Engine, he
     unchanged: dict[str, str] = {}
     if head.fleet_key == key:
         cwd = Path.cwd().resolve()
-        for path in cluster_definition_files(stacks_dir, Problems()):
+        for path in _one_file_per_name(cluster_definition_files(stacks_dir, Problems())):
             known = head.stacks.get(path.stem)
             if known is not None and known.cluster_sha is not None and file_digest(path) == known.cluster_sha:
                 unchanged[display_path(path, cwd)] = known.cluster_sha
     fleet = load_fleet(catalog, stacks_dir, unchanged)
-    stacks = {plan.name: Stack(plan.name, plan=plan) for plan in fleet.clusters}
+    stacks = {}
+    for plan in fleet.clusters:
+        stacks[plan.name] = Stack(plan.name, plan=plan, cluster_sha=file_digest(Path(plan.file)))
     for _, name in fleet.reused:
         stacks[name] = Stack(name, same_as_head=True)
     return Side(label, stacks, engine, fleet=fleet, fleet_key=key)
+
+
+def _one_file_per_name(files: list[Path]) -> list[Path]:
+    """The files whose name no other file has: only those may be left unread (load_fleet reports two files
+    of one cluster when it reads them)."""
+    stems = Counter(path.stem for path in files)
+    return [path for path in files if stems[path.stem] == 1]
