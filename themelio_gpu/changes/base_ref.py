@@ -25,7 +25,7 @@ from pathlib import Path
 
 from themelio_gpu import interrupts
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.outputs.stack_inputs import code_digest, code_digest_of
+from themelio_gpu.outputs import stack_inputs
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV
 
 # This checkout's project folder: where main.py and the package live, and where the lock file says what is
@@ -101,7 +101,7 @@ def tool_differences(commit: Commit, tree: Path) -> tuple[str, ...]:
     plan and synthesize its fleet exactly as this checkout's does."""
     there = tree / commit.project
     found = []
-    if code_digest_of(there / "themelio_gpu") != code_digest():
+    if stack_inputs.code_digest_of(there / "themelio_gpu") != stack_inputs.code_digest():
         found.append("themelio_gpu/")
     for name in TOOL_FILES:
         here_file, there_file = PROJECT / name, there / name
