@@ -1,14 +1,16 @@
-"""`changed --base-ref REF`: the fleet of a git commit, synthesized by that commit's own code.
+"""`changed --base-ref REF`: the fleet of a git commit, as that commit's own code synthesizes it.
 
 Why the commit's own code, not this checkout's: what a base branch deployed is what its code synthesized from
 its inputs. A pull request that changes the tool (a construct, a chart default, a dependency's lock) changes
 stacks without touching a cluster file; synthesizing the base with the new code would hide exactly that.
 
-How: `git worktree add --detach` of the commit in a temporary folder, then that commit's `main.py` with the
-same relative `--catalog`/`--stacks-dir`, run by this Python (the packages installed here; a warning says so
-when the commit locks others in Pipfile.lock). The worktree is removed on every way out: success, failure,
-Ctrl-C (SIGINT) and SIGTERM (interrupts.py), with every git and synthesis process ended first;
-`git worktree prune` cleans up if the folder is already gone.
+How: `git worktree add --detach` of the commit in a temporary folder. When the commit's tool is this
+checkout's (tool_differences: themelio_gpu/ as stack_inputs.code_digest sees it, main.py, Pipfile.lock), its
+own code is this code: its fleet is planned in this process (sides.planned_side). Otherwise that commit's
+`main.py` runs with the same relative `--catalog`/`--stacks-dir`, by this Python (the packages installed
+here; a warning says so when the commit locks others in Pipfile.lock). The worktree is removed on every way
+out: success, failure, Ctrl-C (SIGINT) and SIGTERM (interrupts.py), with every git and synthesis process
+ended first; `git worktree prune` cleans up if the folder is already gone.
 """
 
 from __future__ import annotations
