@@ -4,6 +4,7 @@ speed-up is worth.
 
 Usage (from the project root; `make bench` runs it with the defaults):
     .venv/bin/python scripts/benchmark.py [--sizes 1,10,100,1000] [--repeat 3] [--out FILE] [--keep]
+    .venv/bin/python scripts/benchmark.py --only changed [--repeat 3]   # the `changed` goals alone (7. below)
 
 What it measures, in one run (ratios only mean something within one run on the same machine):
 1. Synthetic fleets of N clusters, generated into a temporary folder from a synthetic catalog derived
@@ -29,6 +30,17 @@ What it measures, in one run (ratios only mean something within one run on the s
    - scaling: t(100 clusters) / t(1 cluster) <= 4.5;
    - linear: t(1000 clusters) / t(100 clusters) <= 10;
    - memory: peak memory of the 1,000-cluster synthesis (every process) <= 1 GiB.
+7. `changed --base-ref HEAD` in a git repository of the 1,000-cluster fleet with this checkout's tool, each
+   run with an empty cache of its own and no default output folder:
+   - changed: after a one-cluster edit, as the generated pipeline runs it (`--head` the folder `main.py` wrote
+     for the edit, untimed) / t(synth of a one-cluster fleet) <= 3, and its peak memory <= 300 MiB; it lists
+     that stack alone and synthesizes the base's alone;
+   - without --head (the head's 1,000 cluster files are read and checked), once with an empty cache and once
+     with the cache of the runs before: figures, no goal;
+   - a catalog edit served by 100 clusters, without --head: exactly those 100 synthesized on each side and
+     listed;
+   - a commit whose code differs (a comment), 100 clusters: every stack compared, the base synthesized by its
+     own code, and the report's note says why.
 
 Runs are interleaved (all commands once per repetition, alternating the order) so that the noise of a
 shared machine spreads over all figures instead of biasing one; the load average at the start is printed
@@ -109,6 +121,13 @@ EDIT_FLEET_SIZE = 1000
 """The incremental goals edit a fleet of this many clusters, synthesized once before."""
 GOAL_EDIT_RATIO = 3.0
 """t(synth after a one-cluster edit of the 1,000-cluster fleet) / t(synth of a one-cluster fleet)."""
+GOAL_CHANGED_RATIO = 3.0
+"""t(`changed --base-ref` after a one-cluster edit of the 1,000-cluster fleet, as the generated pipeline runs it) /
+t(synth of a one-cluster fleet)."""
+GOAL_CHANGED_MEMORY_KIB = 300 * 1024
+"""Peak memory of that `changed` (every process's peak, summed)."""
+CHANGED_TOOL_FLEET_SIZE = 100
+"""The tool-change goal compares a fleet of this many clusters (every stack is synthesized by the base's code)."""
 EDITED_CLUSTER = 7
 """The cluster the one-cluster edit changes (its kubeconfig context)."""
 EDITED_OFFERING_PRODUCT = "a10g"
@@ -415,7 +434,8 @@ class Run:
     tree_rss_sampled_kib: int
 
 
-def measure(command: Sequence[str], env: Mapping[str, str]) -> Run:
+def measure(command: Sequence[str], env: Mapping[str, str], errors: list[str] | None = None) -> Run:
+    """Run `command` and measure it; its stderr is appended to `errors` when given."""
     with tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
         process = subprocess.Popen(
@@ -431,6 +451,9 @@ def measure(command: Sequence[str], env: Mapping[str, str]) -> Run:
             stderr.seek(0)
             message = stderr.read().decode(errors="replace")[-4000:]
             raise SystemExit(f"{' '.join(command)} exited with {process.returncode}:\n{message}")
+        if errors is not None:
+            stderr.seek(0)
+            errors.append(stderr.read().decode(errors="replace"))
     by_name: dict[str, int] = {}
     for name, peak in sampler.peaks.values():
         key = "python" if name.startswith("python") else name
@@ -700,12 +723,85 @@ def _edit_goals(edits: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     return goals
 
 
+def _changed_goals(changed: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The goals of `changed --base-ref`: the one-cluster edit's time and memory, and what each scenario
+    synthesized, listed and said."""
+    one = changed["one_cluster"]
+    figures = ratio(one, changed["one_cluster_fleet"])
+    peak = int(one["memory_kib"]["tree_peak_upper_bound"])
+    goals = [
+        goal(
+            "changed",
+            f"t(changed --base-ref --head, one-cluster edit of {EDIT_FLEET_SIZE} clusters) / t(synth of a one-cluster fleet)",
+            figures["median_of_paired"],
+            GOAL_CHANGED_RATIO,
+            details=figures,
+        ),
+        goal(
+            "changed-memory",
+            "peak MiB of that changed (every process's peak, summed)",
+            peak / 1024,
+            GOAL_CHANGED_MEMORY_KIB / 1024,
+            digits=0,
+        ),
+    ]
+    one_expected, catalog_expected = one["expected"], changed["catalog"]["expected"]
+    tool = changed["tool"]
+    checks = [
+        (
+            "changed-edit-listed",
+            f"stacks listed (expected exactly {len(one_expected)}), and synthesized here: the base's alone",
+            max((len(listed) for listed in one["listed"]), default=0),
+            one["listed"] == [one_expected]
+            and all(c == {"base": len(one_expected)} for c in one["synthesized"])
+            and not any(one["base_by_its_own_code"]),
+        ),
+        (
+            "changed-catalog-listed",
+            f"stacks listed, and synthesized on each side (expected exactly {len(catalog_expected)})",
+            max((len(listed) for listed in changed["catalog"]["listed"]), default=0),
+            changed["catalog"]["listed"] == [catalog_expected]
+            and all(
+                c == {"base": len(catalog_expected), "head": len(catalog_expected)}
+                for c in changed["catalog"]["synthesized"]
+            ),
+        ),
+        (
+            "changed-tool",
+            f"stacks compared, the base synthesized by its own code, the report saying why (expected "
+            f"{tool['expected_stacks']})",
+            max(tool["stacks"], default=0),
+            tool["stacks"] == [tool["expected_stacks"]]
+            and all(tool["base_by_its_own_code"])
+            and len(tool["notes"]) == 1
+            and tool["notes"][0].startswith("every stack compared")
+            and "the tool differs" in tool["notes"][0],
+        ),
+    ]
+    limits = {"changed-edit-listed": len(one_expected), "changed-catalog-listed": len(catalog_expected)}
+    for name, promise, value, kept in checks:
+        goals.append(
+            {
+                "name": name,
+                "measure": promise,
+                "value": float(value),
+                "limit": float(limits.get(name, tool["expected_stacks"])),
+                "strict": False,
+                "ok": kept,
+                "digits": 0,
+                "details": {},
+            }
+        )
+    return goals
+
+
 def derive(
     floors: Mapping[str, Mapping[str, Any]],
     example: Mapping[str, Any],
     sizes: Sequence[dict[str, Any]],
     ablated: list[dict[str, Any]] | None = None,
     edits: Mapping[str, Mapping[str, Any]] | None = None,
+    changed: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The goals, as ratios within this run, and the per-cluster figures behind them.
 
@@ -749,6 +845,7 @@ def derive(
             digits=0,
         ),
         *(_edit_goals(edits) if edits is not None else []),
+        *(_changed_goals(changed) if changed is not None else []),
     ]
     rows = ablated or []
     derived: dict[str, Any] = {
@@ -864,6 +961,8 @@ def render_table(result: Mapping[str, Any]) -> str:
         )
     lines += _columns(rows)
     lines.append("")
+    if "changed" in result:
+        lines += [*render_changed(result["changed"]), ""]
     lines.extend(render_goal(g) for g in derived["goals"])
     if "marginal_s_per_cluster" in derived:
         lines.append(
@@ -909,6 +1008,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=DEFAULT_OUT, help="JSON results (default bench-results/benchmark.json)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the generated fleets and one output per size")
+    parser.add_argument(
+        "--only",
+        choices=["changed"],
+        help="changed: only the goals of `changed --base-ref` (default JSON bench-results/benchmark-changed.json)",
+    )
     return parser
 
 
@@ -1012,6 +1116,199 @@ class EditSeries(Series):
         return result
 
 
+_SYNTHESIZING = re.compile(r"^changed: synthesizing (\d+) stacks? of (.*)$", re.MULTILINE)
+_OWN_CODE = "with its own code"
+"""What `changed` says when it synthesizes the base commit whole, by its own code."""
+
+
+def changed_repository(folder: Path, catalog: Path, stacks: Path, *, other_tool: bool = False) -> Path:
+    """A git repository of one commit: this checkout's tool (themelio_gpu/, main.py, Pipfile.lock) and the
+    fleet (catalog/gpu-catalog.yaml, stacks/). `other_tool`: the commit's code has a comment more, so its tool
+    differs from this checkout's."""
+    shutil.copytree(
+        PROJECT_ROOT / "themelio_gpu", folder / "themelio_gpu", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("main.py", "Pipfile.lock"):
+        shutil.copy(PROJECT_ROOT / name, folder / name)
+    if other_tool:
+        marker = folder / "themelio_gpu" / "__init__.py"
+        marker.write_text(marker.read_text(encoding="utf-8") + "# another tool\n", encoding="utf-8")
+    (folder / "catalog").mkdir()
+    shutil.copy(catalog, folder / "catalog" / "gpu-catalog.yaml")
+    shutil.copytree(stacks, folder / "stacks")
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "fleet"],
+    ):
+        subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+    return folder
+
+
+class ChangedSeries(Series):
+    """`changed --base-ref HEAD` in a repository of a fleet (changed_repository), its edit applied to the work
+    tree while it runs. Each run starts with an empty cache (`warm`: the cache of the runs before, filled once
+    before the first), and no default output folder. It reads back which stacks the report lists, what it
+    notes, and how many stacks `changed` synthesized itself on each side (its progress lines)."""
+
+    def __init__(
+        self,
+        name: str,
+        repo: Path,
+        extra: Sequence[str],
+        edit: tuple[Path, str] | None,
+        work: Path,
+        *,
+        warm: bool = False,
+    ) -> None:
+        catalog, stacks = repo / "catalog" / "gpu-catalog.yaml", repo / "stacks"
+        command = [
+            sys.executable,
+            "-m",
+            "themelio_gpu",
+            "changed",
+            "--catalog",
+            str(catalog),
+            "--stacks-dir",
+            str(stacks),
+        ]
+        super().__init__([*command, "--base-ref", "HEAD", *extra])
+        self.edit, self.work, self.warm = edit, work, warm
+        self.name = name
+        self.listed: set[tuple[str, ...]] = set()
+        self.synthesized: list[dict[str, int]] = []
+        self.own_code: list[bool] = []
+        self.notes: set[str] = set()
+        self.stacks: set[int] = set()
+        self.warmed = False
+
+    def _cache(self, rep: int) -> Path:
+        return self.work / f"changed-cache-{self.name}" / ("warm" if self.warm else f"run-{rep}")
+
+    def run(self, env: Mapping[str, str], rep: int) -> Run:
+        if self.warm and not self.warmed:
+            self.warmed = True
+            self._run(env, 0)  # fills the cache
+        run = self._run(env, rep)
+        self.runs.append(run)
+        return run
+
+    def _run(self, env: Mapping[str, str], rep: int) -> Run:
+        from themelio_gpu.changes.cache import CACHE_ENV
+
+        report, matrix = self.work / f"changed-{self.name}-{rep}.txt", self.work / f"matrix-{self.name}-{rep}.json"
+        outputs = ["--format", f"text={report}", "--format", f"github-matrix={matrix}"]
+        run_env = {**env, CACHE_ENV: str(self._cache(rep)), "CDKTF_OUTDIR": str(self.work / "no-output-folder")}
+        original = self.edit[0].read_text(encoding="utf-8") if self.edit else None
+        errors: list[str] = []
+        try:
+            if self.edit:
+                self.edit[0].write_text(self.edit[1], encoding="utf-8")
+            run = measure([*self.command, *outputs], run_env, errors)
+        finally:
+            if self.edit and original is not None:
+                self.edit[0].write_text(original, encoding="utf-8")
+        if rep > 0:
+            self.listed.add(
+                tuple(sorted(s["stack"] for s in json.loads(matrix.read_text(encoding="utf-8"))["include"]))
+            )
+            text = report.read_text(encoding="utf-8")
+            self.notes.update(
+                line.removeprefix("note: ") for line in text.splitlines() if line.startswith("note: ")
+            )
+            self.stacks.add(int(text.splitlines()[-1].split(" stack")[0]))
+            counts: dict[str, int] = {}
+            for number, label in _SYNTHESIZING.findall(errors[0]):
+                side = "base" if label.startswith("git ") else "head"
+                counts[side] = counts.get(side, 0) + int(number)
+            self.synthesized.append(counts)
+            self.own_code.append(_OWN_CODE in errors[0])
+        if not self.warm:
+            shutil.rmtree(self._cache(rep), ignore_errors=True)
+        return run
+
+    def stats(self) -> dict[str, Any]:
+        result = _stats(self.runs)
+        result["listed"] = [list(listed) for listed in sorted(self.listed)]
+        result["synthesized"] = self.synthesized  # per run and side (base, head): stacks synthesized here
+        result["base_by_its_own_code"] = self.own_code  # per run: the base synthesized whole by its commit's code
+        result["notes"] = sorted(self.notes)
+        result["stacks"] = sorted(self.stacks)
+        return result
+
+
+def changed_series(
+    work: Path,
+    env: Mapping[str, str],
+    edit_fleet: tuple[Path, Path],
+    edit_base: Path,
+    tool_fleet: tuple[Path, Path],
+) -> dict[str, Series]:
+    """The `changed --base-ref` scenarios (ChangedSeries), and what they need, made untimed: a repository of the
+    1,000-cluster fleet; the head the generated pipeline synthesizes before it runs `changed` (`main.py` with the
+    one-cluster edit, from `edit_base`, that fleet synthesized); a repository of the tool-change fleet whose commit
+    has another tool, and its head."""
+    python = sys.executable
+    repo = changed_repository(work / "changed-fleet", *edit_fleet)
+    catalog, stacks = repo / "catalog" / "gpu-catalog.yaml", repo / "stacks"
+    one, catalog_edit = edited_cluster(stacks), edited_catalog(catalog)
+    head = work / "changed-head"
+    shutil.copytree(edit_base, head, copy_function=shutil.copy2)
+    original = one[0].read_text(encoding="utf-8")
+    one[0].write_text(one[1], encoding="utf-8")
+    try:
+        main_py = [python, "main.py", "--catalog", str(catalog), "--stacks-dir", str(stacks)]
+        measure([*main_py, "--outdir", str(head), "--quiet"], env)
+    finally:
+        one[0].write_text(original, encoding="utf-8")
+    tool_repo = changed_repository(work / "changed-tool", *tool_fleet, other_tool=True)
+    tool_head = work / "changed-tool-head"
+    tool_inputs = [
+        "--catalog",
+        str(tool_repo / "catalog" / "gpu-catalog.yaml"),
+        "--stacks-dir",
+        str(tool_repo / "stacks"),
+    ]
+    measure([python, "main.py", *tool_inputs, "--outdir", str(tool_head), "--quiet"], env)
+    return {
+        "changed:one-cluster": ChangedSeries("one-cluster", repo, ["--head", str(head)], one, work),
+        "changed:one-cluster:no-head": ChangedSeries("no-head", repo, [], one, work),
+        "changed:one-cluster:no-head-warm": ChangedSeries("no-head-warm", repo, [], one, work, warm=True),
+        "changed:catalog": ChangedSeries("catalog", repo, [], catalog_edit, work),
+        "changed:tool": ChangedSeries("tool", tool_repo, ["--head", str(tool_head)], None, work),
+    }
+
+
+def changed_figures(series: Mapping[str, Series]) -> dict[str, Any]:
+    """The `changed` scenarios' figures, with what each is expected to list."""
+    return {
+        "one_cluster_fleet": series["1"].stats(),
+        "one_cluster": {**series["changed:one-cluster"].stats(), "expected": [cluster_name(EDITED_CLUSTER - 1)]},
+        "one_cluster_no_head": series["changed:one-cluster:no-head"].stats(),
+        "one_cluster_no_head_warm": series["changed:one-cluster:no-head-warm"].stats(),
+        "catalog": {
+            **series["changed:catalog"].stats(),
+            "expected": [
+                cluster_name(i) for i in range(EDIT_FLEET_SIZE) if whole_product(i) == EDITED_OFFERING_PRODUCT
+            ],
+        },
+        "tool": {**series["changed:tool"].stats(), "expected_stacks": CHANGED_TOOL_FLEET_SIZE},
+    }
+
+
+def render_changed(changed: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    lines = [f"changed --base-ref HEAD, {EDIT_FLEET_SIZE} clusters (each run with an empty cache unless warm):"]
+    for key, label in (
+        ("one_cluster", "one-cluster edit, --head (as the generated pipeline runs it)"),
+        ("one_cluster_no_head", "one-cluster edit, no --head (the head's files checked and planned)"),
+        ("one_cluster_no_head_warm", "one-cluster edit, no --head, warm cache"),
+        ("catalog", f"catalog edit served by {len(changed['catalog']['expected'])} clusters, no --head"),
+        ("tool", f"another tool in the base commit, {CHANGED_TOOL_FLEET_SIZE} clusters, --head"),
+    ):
+        lines.append("  " + _run_line(label, changed[key]))
+    return lines
+
+
 def ablated_speedups(engine: str = "cdktf") -> tuple[list[str], list[str]]:
     """The speed-ups the ablation switches off (those of `engine`), and a note for each one it does not."""
     from themelio_gpu.speedups import ONLY_UNDER, Speedup
@@ -1025,6 +1322,59 @@ def ablated_speedups(engine: str = "cdktf") -> tuple[list[str], list[str]]:
     return used, notes
 
 
+def run_interleaved(series: dict[str, Series], env: Mapping[str, str], repeat: int) -> None:
+    for rep in range(1, repeat + 1):
+        # Interleaved, alternating the order, so that a busy spell of the machine spreads over all figures.
+        for name, item in series.items() if rep % 2 else reversed(series.items()):
+            run = item.run(env, rep)
+            _progress(f"[{rep}/{repeat}] {name}: {run.wall_s:.2f} s")
+
+
+def run_changed_benchmark(repeat: int, work: Path) -> dict[str, Any]:
+    """`--only changed`: the `changed` goals alone, with the one-cluster fleet's synthesis they compare with."""
+    env = child_env()
+    python = sys.executable
+    edit_fleet = write_fleet(work / "fleet-edits", EDIT_FLEET_SIZE)
+    tool_fleet = write_fleet(work / f"fleet-{CHANGED_TOOL_FLEET_SIZE}", CHANGED_TOOL_FLEET_SIZE)
+    one_fleet = write_fleet(work / "fleet-1", 1)
+    for fleet, n in ((edit_fleet, EDIT_FLEET_SIZE), (tool_fleet, CHANGED_TOOL_FLEET_SIZE), (one_fleet, 1)):
+        check_fleet(*fleet, n)
+    base = work / "out-edits-base"
+    _progress(f"synthesizing the {EDIT_FLEET_SIZE}-cluster fleet once (untimed)")
+    fleet_inputs = ["--catalog", str(edit_fleet[0]), "--stacks-dir", str(edit_fleet[1])]
+    measure([python, "main.py", *fleet_inputs, "--outdir", str(base), "--quiet"], env)
+    changed = changed_series(work, env, edit_fleet, base, tool_fleet)
+    one_inputs = ["--catalog", str(one_fleet[0]), "--stacks-dir", str(one_fleet[1])]
+    series: dict[str, Series] = {
+        "1": Series([python, "main.py", *one_inputs], work / "out-1"),
+        "changed:one-cluster": changed.pop("changed:one-cluster"),
+        **changed,
+    }
+    measure([python, "-c", FLOOR_IMPORTS], env)  # warm-up: page cache, jsii's assembly cache
+    run_interleaved(series, env, repeat)
+    figures = changed_figures(series)
+    goals = _changed_goals(figures)
+    return {"changed": figures, "derived": {"goals": goals, "all_goals_met": all(g["ok"] for g in goals)}}
+
+
+def render_changed_only(result: Mapping[str, Any]) -> str:
+    machine = result["machine"]
+    commit = (machine["git_commit"] or "unknown")[:12] + (" (dirty)" if machine["git_dirty"] else "")
+    lines = [
+        f"changed benchmark  {machine['date']}  {machine['cpu_count']} CPUs  Python {machine['python']}  "
+        f"node {machine['node']}  commit {commit}  load average {machine['load_average']}",
+        f"repeats: {result['settings']['repeat']} (medians)",
+        "",
+        _run_line("one-cluster fleet (python main.py)", result["changed"]["one_cluster_fleet"]),
+        *render_changed(result["changed"]),
+        "",
+        *(render_goal(g) for g in result["derived"]["goals"]),
+    ]
+    if result["source_changed_during_run"]:
+        lines.append("WARNING: main.py or themelio_gpu/ changed while the benchmark ran; the figures mix versions")
+    return "\n".join(lines)
+
+
 def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, Any]:
     from themelio_gpu.engine import selected
     from themelio_gpu.speedups import ENV
@@ -1032,7 +1382,7 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
     env = child_env()
     python = sys.executable
     fleets: dict[int, tuple[Path, Path]] = {}
-    for n in sorted({*sizes, ABLATION_SIZE}):
+    for n in sorted({*sizes, ABLATION_SIZE, CHANGED_TOOL_FLEET_SIZE}):
         fleets[n] = write_fleet(work / f"fleet-{n}", n)
         check_fleet(*fleets[n], n)
     _progress(f"generated fleets of {', '.join(map(str, fleets))} clusters in {work}")
@@ -1075,18 +1425,17 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
     )
     edit_command = [python, "main.py", "--catalog", str(edit_catalog), "--stacks-dir", str(edit_stacks)]
     one_cluster = series.pop("1", None) or synth(*write_fleet(work / "fleet-1-edits", 1), "out-1-edits")
+    changed = changed_series(work, env, (edit_catalog, edit_stacks), base, fleets[CHANGED_TOOL_FLEET_SIZE])
     series = {
         "1": one_cluster,
+        "changed:one-cluster": changed.pop("changed:one-cluster"),
         "edit:one-cluster": EditSeries(edit_command, base, edited_cluster(edit_stacks)),
         **series,
         "edit:catalog": EditSeries(edit_command, base, edited_catalog(edit_catalog)),
+        **changed,
     }
     measure(series["app"].command, env)  # warm-up: page cache, jsii's assembly cache
-    for rep in range(1, repeat + 1):
-        # Interleaved, alternating the order, so that a busy spell of the machine spreads over all figures.
-        for name, item in series.items() if rep % 2 else reversed(series.items()):
-            run = item.run(env, rep)
-            _progress(f"[{rep}/{repeat}] {name}: {run.wall_s:.2f} s")
+    run_interleaved(series, env, repeat)
 
     floors = {name: series[name].stats() for name in ("cdktf", "app")}
     example = series["example"].stats()
@@ -1109,7 +1458,8 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path) -> dict[str, An
         "sizes": size_results,
         "ablation_notes": notes,
         "edits": edits,
-        "derived": derive(floors, example, size_results, ablation(default, off), edits),
+        "changed": changed_figures(series),
+        "derived": derive(floors, example, size_results, ablation(default, off), edits, changed_figures(series)),
     }
 
 
@@ -1122,7 +1472,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine = machine_info()  # before the runs: the commit and code measured
     work = Path(tempfile.mkdtemp(prefix="themelio-bench-"))
     try:
-        measured = run_benchmark(args.sizes, args.repeat, work)
+        measured = (
+            run_changed_benchmark(args.repeat, work)
+            if args.only == "changed"
+            else run_benchmark(args.sizes, args.repeat, work)
+        )
     finally:
         if args.keep:
             _progress(f"kept the generated fleets and outputs in {work}")
@@ -1134,6 +1488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "source_changed_during_run": source_digest() != machine["source_digest"],
         "settings": {
             "sizes": list(args.sizes),
+            "only": args.only,
             "repeat": args.repeat,
             "cdktf_command": f"python -c '{engine_import()}'",
             "floor_command": f"python -c '{FLOOR_IMPORTS}'",
@@ -1154,8 +1509,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         **measured,
     }
-    print(render_table(result))
+    print(render_changed_only(result) if args.only == "changed" else render_table(result))
     out: Path = args.out
+    if args.only == "changed" and out == DEFAULT_OUT:
+        out = DEFAULT_OUT.with_name("benchmark-changed.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"\nwrote {out}")

@@ -79,7 +79,9 @@ def main() -> int:
     print(f"goal warm-up: sandbox up / import cdktf = {ratio:.1f} (<= {GOAL_UP:g}): {verdict}")
     results = PROJECT_ROOT / "bench-results" / "sandbox.json"
     results.parent.mkdir(exist_ok=True)
-    results.write_text(json.dumps({"cluster": largest.name, "seconds": figures, "up_ratio": ratio}, indent=2) + "\n")
+    results.write_text(
+        json.dumps({"cluster": largest.name, "seconds": figures, "up_ratio": ratio}, indent=2) + "\n"
+    )
     return 0
 
 

@@ -16,6 +16,7 @@ the tools' caches, and outside tests/snapshots when recording them) fails the se
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -28,6 +29,7 @@ import yaml
 
 from tests.checkout import UserFleetGuard, checkout_paths
 from tests.skip_summary import write_skip_summary
+from themelio_gpu.changes.cache import CACHE_ENV as CHANGED_CACHE_ENV
 from themelio_gpu.outputs.schemas import schema_texts
 from themelio_gpu.plan.fleet import Fleet, load_fleet
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, InputPaths, input_paths
@@ -66,6 +68,7 @@ USER_FLEET_GUARD = UserFleetGuard(
     allowed=[ROOT / path for path in schema_texts()],  # written by the tool (`make schemas`), not by the user
 )
 _CHECKOUT_BEFORE = pytest.StashKey[set[str]]()
+_CACHE_NUMBERS = itertools.count()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -132,10 +135,19 @@ def update_snapshots(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-snapshots"))
 
 
+@pytest.fixture(scope="session")
+def _changed_caches(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("changed-caches")
+
+
 @pytest.fixture(autouse=True)
-def _project_root_cwd(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+def _project_root_cwd(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, _changed_caches: Path
+) -> None:
     # Messages show paths relative to the working directory, as users see them.
     monkeypatch.chdir(ROOT)
+    # `changed` keeps its cache per test, outside the checkout: no test reuses what another synthesized.
+    monkeypatch.setenv(CHANGED_CACHE_ENV, str(_changed_caches / str(next(_CACHE_NUMBERS))))
     if request.node.get_closest_marker("user_fleet") is None:
         monkeypatch.setenv(CATALOG_ENV, str(EXAMPLE_CATALOG))
         monkeypatch.setenv(STACKS_DIR_ENV, str(EXAMPLE_STACKS))

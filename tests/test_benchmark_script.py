@@ -217,3 +217,51 @@ def test_the_edit_goals_need_the_time_and_exactly_the_expected_stacks() -> None:
     assert goals["edit"]["ok"] is True  # 2.175 <= 3
     assert goals["edit-listed"]["ok"] is True
     assert goals["catalog-edit-listed"]["ok"] is False
+
+
+def _changed(listed: list[list[str]], synthesized: list[dict[str, int]], **more: Any) -> dict[str, Any]:
+    return {
+        **_figures(2.0, 2.0),
+        "listed": listed,
+        "synthesized": synthesized,
+        "base_by_its_own_code": [False],
+        **more,
+    }
+
+
+def test_the_changed_goals_need_the_time_the_memory_and_exactly_what_each_scenario_promises() -> None:
+    tool_note = (
+        "every stack compared address by address: the tool differs between git HEAD (commit 0) and this checkout"
+    )
+    changed = {
+        "one_cluster_fleet": _figures(1.0, 1.0),
+        "one_cluster": {
+            **_changed([["bench-0007"]], [{"base": 1}]),
+            **_figures(2.5, 3.5, peak_mib=280),
+            "expected": ["bench-0007"],
+        },
+        # The head's 2 stacks were synthesized, but the base's 3: one more than the edit changes.
+        "catalog": {
+            **_changed([["bench-0001", "bench-0011"]], [{"base": 3, "head": 2}]),
+            "expected": ["bench-0001", "bench-0011"],
+        },
+        "tool": {
+            **_changed([[]], [{}], base_by_its_own_code=[True, True]),
+            "stacks": [100],
+            "notes": [tool_note],
+            "expected_stacks": 100,
+        },
+    }
+    goals = {g["name"]: g for g in benchmark()._changed_goals(changed)}
+    assert goals["changed"]["value"] == pytest.approx(3.0) and goals["changed"]["ok"] is True  # median of 2.5, 3.5
+    assert goals["changed-memory"]["value"] == 280 and goals["changed-memory"]["ok"] is True
+    assert goals["changed-edit-listed"]["ok"] is True
+    assert goals["changed-catalog-listed"]["ok"] is False
+    assert goals["changed-tool"]["ok"] is True
+    changed["tool"]["notes"] = ["3 of 100 stacks have the same inputs on both sides"]  # not every stack compared
+    changed["one_cluster"]["synthesized"] = [{"base": 1, "head": 1}]  # the head folder was not read
+    changed["one_cluster"] = {**changed["one_cluster"], **_figures(3.1, 3.2, peak_mib=301)}
+    goals = {g["name"]: g for g in benchmark()._changed_goals(changed)}
+    assert [goals[n]["ok"] for n in ("changed", "changed-memory", "changed-edit-listed", "changed-tool")] == [
+        False
+    ] * 4

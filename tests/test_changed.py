@@ -458,6 +458,23 @@ def synthesize_into(fleet: Fleet, out: Path) -> Path:
     return out
 
 
+def both_ways(args: list[str], code: int, capsys: pytest.CaptureFixture[str]) -> str:
+    """`changed` deciding from the inputs first, and comparing every stack (--full): the same exit code and
+    the same report but for the note saying how (tests/test_changed_inputs.py checks more). Its stdout."""
+    reports: list[tuple[Any, str]] = []
+    for extra in ([], ["--full"]):
+        assert main(["changed", *args, *extra]) == code
+        out = capsys.readouterr().out
+        try:
+            data = json.loads(out)
+        except ValueError:
+            reports.append(([line for line in out.splitlines() if not line.startswith("note: ")], out))
+            continue
+        reports.append(({k: v for k, v in data.items() if k != "notes"}, out))
+    assert reports[0][0] == reports[1][0]
+    return reports[0][1]
+
+
 def renamed_back(stacks: Path, folder: Path) -> Path:
     """The renamed-pool cluster as it was before the rename (the pools' old names, no renamedFrom)."""
     folder.mkdir()
@@ -477,8 +494,7 @@ def test_renaming_pools_with_renamed_from_updates_the_labels_and_moves_the_taint
         load_fleet(catalog, renamed_back(RENAMED / "stacks", tmp_path / "before-rename")), tmp_path / "before"
     )
     flags = ["--catalog", str(catalog), "--stacks-dir", str(RENAMED / "stacks"), "--base", str(before)]
-    assert main(["changed", *flags, "--format", "json", "--fail-on", "dangerous"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(both_ways([*flags, "--format", "json", "--fail-on", "dangerous"], 0, capsys))
     VALIDATOR.validate(report)
     resources = {r["address"]: (r["action"], r["previous_address"]) for r in report["stacks"][0]["resources"]}
     old = {"a100-training": "a100-whole", "a100-sliced": "a100-mig"}
@@ -520,8 +536,7 @@ def test_without_renamed_from_the_rename_destroys_the_labels_and_fails_on_danger
             pool.pop("renamedFrom", None)
         (plain / path.name).write_text(yaml.safe_dump(definition))
     flags = ["--catalog", str(catalog), "--stacks-dir", str(plain), "--base", str(before)]
-    assert main(["changed", *flags, "--fail-on", "dangerous"]) == 1
-    text = capsys.readouterr().out
+    text = both_ways([*flags, "--fail-on", "dangerous"], 1, capsys)
     assert "5 to create, 0 to update, 0 to replace, 5 to destroy; 5 dangerous." in text
     assert 'destroy kubernetes_labels.node_labels_a100-whole["gpu-renamed-a100-01"], the labels of Node' in text
 
@@ -534,9 +549,12 @@ def test_a_cluster_edit_changes_that_stack_alone(
     east = stacks / "gpu-east.yaml"
     east.write_text(east.read_text().replace("gpu-east-a100-02]", "gpu-east-a100-02, gpu-east-a100-03]"))
     flags = ["--catalog", str(EXAMPLE_CATALOG), "--stacks-dir", str(stacks), "--base", str(synthesized)]
-    assert main(["changed", *flags, "--format", "github-matrix"]) == 0
     matrix = {"include": [{"stack": "gpu-east", "directory": f"{STACKS_FOLDER}/gpu-east", "status": "changed"}]}
-    assert capsys.readouterr().out == json.dumps(matrix, separators=(",", ":")) + "\n"
+    assert (
+        both_ways([*flags, "--format", "github-matrix"], 0, capsys)
+        == json.dumps(matrix, separators=(",", ":")) + "\n"
+    )
+    both_ways([*flags, "--format", "json"], 0, capsys)
 
 
 def test_a_catalog_edit_changes_the_stacks_serving_that_offering_alone(
@@ -550,8 +568,7 @@ def test_a_catalog_edit_changes_the_stacks_serving_that_offering_alone(
     edited = tmp_path / "gpu-catalog.yaml"
     edited.write_text(yaml.safe_dump(catalog))
     flags = ["--catalog", str(edited), "--stacks-dir", str(EXAMPLE_STACKS), "--base", str(synthesized)]
-    assert main(["changed", *flags, "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(both_ways([*flags, "--format", "json"], 0, capsys))
     changed = {s["name"]: s for s in report["stacks"] if s["status"] != "unchanged"}
     assert sorted(changed) == sorted(serving)
     for stack in changed.values():  # the offering's text is in the outputs, and the ConfigMap where there is one

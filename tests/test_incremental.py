@@ -84,6 +84,29 @@ def _both(fleet: Fleet, incremental: Path, fresh: Path) -> Synthesis:
     return result
 
 
+def edit_fleet(fleet: Fleet, edit: str, n: int, step: int) -> None:
+    """One edit of EDITS (but "tool", this tool's code, which each test changes its own way), in memory: then
+    `fleet.write()`. `n` picks the cluster; `step` makes the new values differ from the earlier ones."""
+    names = sorted(fleet.clusters)
+    target = names[n % len(names)] if names else None
+    if edit == "add cluster":
+        name = f"c{step}x{n}"
+        fleet.clusters[name] = _cluster(name, n % 2 == 0)
+    elif edit == "remove cluster" and len(names) > 1 and target:
+        del fleet.clusters[target]
+    elif edit == "edit cluster" and target:
+        fleet.clusters[target].setdefault("draDriver", {})["timeoutSeconds"] = 600 + step + n
+    elif edit == "serve slices" and target:
+        fleet.clusters[target] = _cluster(target, not any("mig" in p for p in fleet.clusters[target]["nodePools"]))
+    elif edit == "offering text":
+        fleet.catalog["offerings"]["nvidia.com/a100-mig-1g.5gb"]["description"] = f"Slices, step {step}."
+    elif edit == "product":
+        fleet.catalog["offerings"]["nvidia.com/h100"]["displayName"] = f"H100, step {step}"
+    elif edit == "helm override" and target:
+        values = fleet.clusters[target].setdefault("gpuOperator", {}).setdefault("values", {})
+        values.setdefault("dcgmExporter", {})["enabled"] = n % 2 == 0
+
+
 EDITS = st.sampled_from(
     [
         "add cluster",
@@ -113,27 +136,8 @@ def test_every_edit_sequence_gives_the_bytes_of_a_full_synthesis(
     tool = 0
     for step, (edit, n) in enumerate(edits, start=1):
         before = _files(out)
-        names = sorted(fleet.clusters)
-        target = names[n % len(names)] if names else None
-        if edit == "add cluster":
-            name = f"c{step}x{n}"
-            fleet.clusters[name] = _cluster(name, n % 2 == 0)
-        elif edit == "remove cluster" and len(names) > 1 and target:
-            del fleet.clusters[target]
-        elif edit == "edit cluster" and target:
-            fleet.clusters[target].setdefault("draDriver", {})["timeoutSeconds"] = 600 + step + n
-        elif edit == "serve slices" and target:
-            fleet.clusters[target] = _cluster(
-                target, not any("mig" in p for p in fleet.clusters[target]["nodePools"])
-            )
-        elif edit == "offering text":
-            fleet.catalog["offerings"]["nvidia.com/a100-mig-1g.5gb"]["description"] = f"Slices, step {step}."
-        elif edit == "product":
-            fleet.catalog["offerings"]["nvidia.com/h100"]["displayName"] = f"H100, step {step}"
-        elif edit == "helm override" and target:
-            values = fleet.clusters[target].setdefault("gpuOperator", {}).setdefault("values", {})
-            values.setdefault("dcgmExporter", {})["enabled"] = n % 2 == 0
-        elif edit == "tool":
+        edit_fleet(fleet, edit, n, step)
+        if edit == "tool":
             tool += 1
             # Unique to this example: hypothesis runs every example with the one monkeypatch, so a version an
             # earlier example set may still be in place.

@@ -889,8 +889,9 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "changed",
         "what a change does to each stack: added, changed, removed; per address create, update, replace, destroy",
-        "Compares two synthesized folders (or a git commit's fleet with the current one), lists what would hurt "
-        "a running cluster, and prints text, JSON or a GitHub Actions matrix (docs/changed.md).",
+        "Compares two synthesized folders (or a git commit's fleet with the current one), synthesizing only the "
+        "stacks whose inputs differ, lists what would hurt a running cluster, and prints text, JSON or a GitHub "
+        "Actions matrix (docs/changed.md).",
         exits="0 compared, 1 with --fail-on dangerous: a change would hurt a running cluster, 2 bad input (a "
         "folder or commit that cannot be read or synthesized), 130/143 interrupted (temporary files removed)",
     )

@@ -46,7 +46,8 @@ class StackChange:
     name: str
     status: str
     resources: tuple[ResourceChange, ...]
-    unchanged_resources: int
+    unchanged_resources: int | None
+    """The addresses that do not change; None: not counted (an unchanged stack, when no report form shows it)."""
     other_changes: tuple[str, ...]
     """Outputs, providers, `terraform` block settings (`output.x`, `provider.helm`, `terraform.backend`)."""
     dangers: tuple[Danger, ...]
@@ -60,6 +61,8 @@ class Comparison:
     base: str
     head: str
     stacks: tuple[StackChange, ...]
+    notes: tuple[str, ...] = ()
+    """How the stacks were compared (from their inputs, or every one and why)."""
 
     def status_count(self, status: str) -> int:
         return sum(1 for s in self.stacks if s.status == status)

@@ -27,6 +27,7 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "base": comparison.base,
         "head": comparison.head,
+        "notes": list(comparison.notes),
         "summary": {
             "stacks": {status: comparison.status_count(status) for status in STATUSES},
             "resources": {action: comparison.action_count(action) for action in ACTIONS},
@@ -43,10 +44,16 @@ def _stack_json(stack: StackChange) -> dict[str, Any]:
         "status": stack.status,
         "directory": directory(stack.name),
         "resources": [_resource_json(r) for r in stack.resources],
-        "unchanged_resources": stack.unchanged_resources,
+        "unchanged_resources": _counted(stack),
         "other_changes": list(stack.other_changes),
         "dangerous": [_danger_json(d) for d in stack.dangers],
     }
+
+
+def _counted(stack: StackChange) -> int:
+    if stack.unchanged_resources is None:
+        raise ValueError(f"{stack.name}: its unchanged addresses were not counted (changed counts them for JSON)")
+    return stack.unchanged_resources
 
 
 def _resource_json(change: ResourceChange) -> dict[str, Any]:
@@ -86,7 +93,7 @@ def render(comparison: Comparison, form: str, skipped: frozenset[str] = frozense
 
 
 def as_text(comparison: Comparison, skipped: frozenset[str] = frozenset()) -> str:
-    lines = [f"base: {comparison.base}", f"head: {comparison.head}", ""]
+    lines = [f"base: {comparison.base}", f"head: {comparison.head}", *(f"note: {n}" for n in comparison.notes), ""]
     width = max((len(s.name) for s in comparison.stacks), default=0)
     for stack in comparison.stacks:
         lines.append(f"{stack.name.ljust(width)}  {stack.status}{_counts(stack)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,16 @@ def instance_address(resource: str, key: InstanceKey) -> str:
 
 def read_output_folder(folder: Path, problems: Problems) -> dict[str, StackConfig]:
     """Every stack of a synthesized folder (`stacks/<name>/cdk.tf.json`); an empty folder has none."""
+    stacks = {}
+    for path in stack_files(folder, problems).values():
+        stack = read_stack(path, problems)
+        if stack is not None:
+            stacks[stack.name] = stack
+    return stacks
+
+
+def stack_files(folder: Path, problems: Problems) -> dict[str, Path]:
+    """The stack file of every stack of a synthesized folder, by name, unread; an empty folder has none."""
     shown = display_path(folder)
     if not folder.is_dir():
         problems.add(shown, "", "folder not found" if not folder.exists() else "not a folder")
@@ -74,20 +84,44 @@ def read_output_folder(folder: Path, problems: Problems) -> dict[str, StackConfi
                 "a fleet without stacks)",
             )
         return {}
-    stacks = {}
-    for path in sorted(stacks_folder.glob(f"*/{STACK_FILE}")):
-        stack = read_stack(path, problems)
-        if stack is not None:
-            stacks[stack.name] = stack
-    if not stacks and not (folder / MANIFEST).is_file() and any(stacks_folder.iterdir()):
+    files = {path.parent.name: path for path in sorted(stacks_folder.glob(f"*/{STACK_FILE}"))}
+    if not files and not (folder / MANIFEST).is_file() and any(stacks_folder.iterdir()):
         problems.add(shown, "", f"no stack files ({STACKS_FOLDER}/<name>/{STACK_FILE}) in this folder")
-    return stacks
+    return files
 
 
-def read_stack(path: Path, problems: Problems) -> StackConfig | None:
+def read_stack(path: Path, problems: Problems, raw: bytes | None = None) -> StackConfig | None:
+    """The stack in `path` (`raw`: its bytes, read already), or None with a problem."""
     shown = display_path(path)
+    data = _json_of(path, shown, problems, raw)
+    if data is None:
+        return None
+    before = len(problems)
+    instances = _instances(data.get("resource", {}), shown, problems)
+    moves = _moves(data.get("moved", []), shown, problems)
+    if len(problems) > before:
+        return None
+    settings = {k: _without_metadata(v) for k, v in data.items() if k not in ("//", "resource", "moved")}
+    return StackConfig(path.parent.name, shown, instances, moves, settings)
+
+
+def instance_count(path: Path, problems: Problems, raw: bytes | None = None) -> int | None:
+    """How many instances the stack in `path` has, `len(read_stack(...).instances)`, without building them."""
+    shown = display_path(path)
+    data = _json_of(path, shown, problems, raw)
+    if data is None:
+        return None
+    before = len(problems)
+    count = sum(
+        len(_keys(body, shown, where, problems))
+        for _, _, body, where in _resource_bodies(data.get("resource", {}), shown, problems)
+    )
+    return count if len(problems) == before else None
+
+
+def _json_of(path: Path, shown: str, problems: Problems, raw: bytes | None) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads((path.read_bytes() if raw is None else raw).decode("utf-8"))
     except json.JSONDecodeError as error:
         problems.add(shown, "", f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})")
         return None
@@ -97,13 +131,7 @@ def read_stack(path: Path, problems: Problems) -> StackConfig | None:
     if not isinstance(data, dict):
         problems.add(shown, "", "not a Terraform JSON configuration (the top level must be an object)")
         return None
-    before = len(problems)
-    instances = _instances(data.get("resource", {}), shown, problems)
-    moves = _moves(data.get("moved", []), shown, problems)
-    if len(problems) > before:
-        return None
-    settings = {k: _without_metadata(v) for k, v in data.items() if k not in ("//", "resource", "moved")}
-    return StackConfig(path.parent.name, shown, instances, moves, settings)
+    return data
 
 
 def _without_metadata(value: Any) -> Any:
@@ -116,10 +144,29 @@ def _without_metadata(value: Any) -> Any:
 
 
 def _instances(resources: Any, file: str, problems: Problems) -> dict[str, Instance]:
+    found: dict[str, Instance] = {}
+    for type_name, name, body, where in _resource_bodies(resources, file, problems):
+        resource = f"{type_name}.{name}"
+        config = {k: v for k, v in body.items() if k not in META_ARGUMENTS}
+        for key, each_value in _keys(body, file, where, problems):
+            instance = Instance(
+                instance_address(resource, key),
+                resource,
+                type_name,
+                key,
+                _put_in(config, key, each_value),
+            )
+            found[instance.address] = instance
+    return found
+
+
+def _resource_bodies(
+    resources: Any, file: str, problems: Problems
+) -> Iterator[tuple[str, str, dict[str, Any], str]]:
+    """(type, name, body, where) of every resource block, sorted; a problem for every block of another shape."""
     if not isinstance(resources, dict):
         problems.add(file, "resource", "must be an object of resource types")
-        return {}
-    found: dict[str, Instance] = {}
+        return
     for type_name, by_name in sorted(resources.items()):
         if not isinstance(by_name, dict):
             problems.add(file, f"resource.{type_name}", "must be an object of resource names")
@@ -129,18 +176,7 @@ def _instances(resources: Any, file: str, problems: Problems) -> dict[str, Insta
             if not isinstance(body, dict):
                 problems.add(file, where, "must be an object of arguments")
                 continue
-            resource = f"{type_name}.{name}"
-            config = {k: v for k, v in body.items() if k not in META_ARGUMENTS}
-            for key, each_value in _keys(body, file, where, problems):
-                instance = Instance(
-                    instance_address(resource, key),
-                    resource,
-                    type_name,
-                    key,
-                    _put_in(config, key, each_value),
-                )
-                found[instance.address] = instance
-    return found
+            yield type_name, name, body, where
 
 
 def _keys(body: dict[str, Any], file: str, where: str, problems: Problems) -> list[tuple[InstanceKey, Any]]:

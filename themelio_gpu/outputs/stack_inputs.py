@@ -16,7 +16,7 @@ import dataclasses
 import enum
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.metadata import distributions
 from pathlib import Path
@@ -69,11 +69,18 @@ def canonical(value: Any, memo: dict[int, Any] | None = None) -> Any:
 @cache
 def code_digest() -> str:
     """SHA-256 of this tool's code and data (themelio_gpu/: Python, the node preload, the Helm tables)."""
+    return code_digest_of(PACKAGE)
+
+
+def code_digest_of(package: Path) -> str:
+    """code_digest() of the package in `package` (another checkout's themelio_gpu/, for `changed`)."""
     digest = hashlib.sha256()
     for path in sorted(
-        p for p in PACKAGE.rglob("*") if p.suffix in _CODE_SUFFIXES and "__pycache__" not in p.parts
+        p
+        for p in package.rglob("*")
+        if p.suffix in _CODE_SUFFIXES and "__pycache__" not in p.relative_to(package).parts and p.is_file()
     ):
-        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -101,9 +108,16 @@ def _tool_inputs(engine: Engine) -> str:
 
 def input_digests(fleet: Fleet, engine: Engine) -> dict[str, str]:
     """Per planned cluster, the digest of everything its stack is made from."""
+    return plan_digests(fleet.clusters, engine)
+
+
+def plan_digests(
+    plans: Iterable[ClusterPlan], engine: Engine, memo: dict[int, Any] | None = None
+) -> dict[str, str]:
+    """input_digests of some plans; `memo` (canonical's) may be kept for more plans of the same fleet."""
     shared = _tool_inputs(engine)
-    memo: dict[int, Any] = {}
-    return {plan.name: _digest(shared, plan, memo) for plan in fleet.clusters}
+    memo = {} if memo is None else memo
+    return {plan.name: _digest(shared, plan, memo) for plan in plans}
 
 
 def _digest(shared: str, plan: ClusterPlan, memo: dict[int, Any]) -> str:

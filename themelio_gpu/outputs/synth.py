@@ -123,14 +123,14 @@ def _synthesize(
     target = output_target(outdir)
     with OutputFolder(target) as output:
         key = fleet_key(catalog, engine)
-        intact = _intact(target, EMPTY if full else read_index(target))
+        intact = intact_records(target, EMPTY if full else read_index(target))
         fleet = load(intact.unchanged_files(key))
         result = _synthesize_in(output, fleet, intact, key, engine, progress)
     _report(result, target, notices)
     return fleet, result
 
 
-def _intact(target: Path, index: Index) -> Index:
+def intact_records(target: Path, index: Index) -> Index:
     """The records whose stack is still in the manifest and whose stack file is still the one written."""
     manifest = read_manifest(target / MANIFEST)
     listed = manifest["stacks"] if manifest is not None else {}
@@ -145,7 +145,7 @@ def _intact(target: Path, index: Index) -> Index:
 def _synthesize_in(
     output: OutputFolder, fleet: Fleet, intact: Index, key: str, engine: Engine, progress: TextIO | None
 ) -> Synthesis:
-    """`intact`: the records of the stacks still as they were written (_intact)."""
+    """`intact`: the records of the stacks still as they were written (intact_records)."""
     by_cli = run_by_cdktf_cli()
     reused = {name: intact.stacks[name] for _, name in fleet.reused}
     names = sorted([plan.name for plan in fleet.clusters] + list(reused))
