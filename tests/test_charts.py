@@ -158,10 +158,28 @@ def test_fetch_without_helm_says_so(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("HELM", raising=False)
+    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path / "no-tools"))
     assert main(["charts", "fetch", "--cache", str(tmp_path / "cache")]) == 2
     assert capsys.readouterr().err.startswith(
-        "charts fetch: helm is not installed: charts fetch pulls the charts with `helm pull`. Install helm"
+        "charts fetch: helm is not installed: charts fetch pulls the charts with `helm pull`. Run `make "
+        "sandbox-tools` (builds helm v3."
     )
+
+
+def test_without_helm_on_path_the_helm_the_tool_build_made_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from themelio_gpu.charts.helm import helm_binary
+    from themelio_gpu.sandbox.tools import load_tools
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("HELM", raising=False)
+    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path / "tools"))
+    built = load_tools()["helm"].path("helm")
+    built.parent.mkdir(parents=True)
+    built.write_text("#!/bin/sh\n")
+    built.chmod(0o755)
+    assert helm_binary() == str(built)
 
 
 def test_a_tables_check_and_a_chart_that_is_not_there(

@@ -450,7 +450,11 @@ def test_cli_fails_naming_pool_and_daemonset(helm: str, charts: Path) -> None:
 def test_cli_without_helm_says_so(tmp_path: Path) -> None:
     python_only = tmp_path / "bin"
     python_only.mkdir()
-    result = run_cli("--charts", "..", env={"PATH": str(python_only), "HELM": ""})
+    result = run_cli(
+        "--charts",
+        "..",
+        env={"PATH": str(python_only), "HELM": "", "THEMELIO_TOOLS_CACHE": str(tmp_path / "none")},
+    )
     assert result.returncode == 2
     assert "verify: helm is not installed" in result.stderr
     assert "Traceback" not in result.stderr

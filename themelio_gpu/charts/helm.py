@@ -1,4 +1,5 @@
-"""Running the real helm: found on PATH or named by $HELM; its failures are messages, never tracebacks."""
+"""Running the real helm: named by $HELM, found on PATH, or the one `make sandbox-tools` built; its failures are
+messages, never tracebacks."""
 
 from __future__ import annotations
 
@@ -19,18 +20,24 @@ class ChartError(Exception):
 
 
 def helm_binary(purpose: str = "verify renders the real charts with `helm template`") -> str:
-    """helm named by $HELM, else the one on PATH."""
+    """helm named by $HELM, else the one on PATH, else the one the project's tool build made."""
     named = os.environ.get(HELM_ENV)
     if named:
         if shutil.which(named) is None:
             raise HelmMissingError(f"${HELM_ENV} is {named!r}, which is not an executable helm")
         return named
     found = shutil.which("helm")
-    if found is None:
-        raise HelmMissingError(
-            f"helm is not installed: {purpose}. Install helm (v3.8 or later) on PATH or name it in ${HELM_ENV}"
-        )
-    return found
+    if found is not None:
+        return found
+    from themelio_gpu.sandbox.tools import load_tools
+
+    built = load_tools()["helm"]
+    if built.built():
+        return str(built.path("helm"))
+    raise HelmMissingError(
+        f"helm is not installed: {purpose}. Run `make sandbox-tools` (builds helm {built.version} from its Go "
+        f"module), or install helm (v3.8 or later) on PATH, or name it in ${HELM_ENV}"
+    )
 
 
 def run_helm(helm: str, args: list[str], what: str) -> str:
