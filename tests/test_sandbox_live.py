@@ -51,17 +51,7 @@ def sandboxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     assert not survivors, f"processes outlived the sandbox: {survivors}"
 
 
-def _processes_naming(folder: Path) -> list[int]:
-    needle = str(folder).encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if needle in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
+_processes_naming = sandbox_cluster.processes_in
 
 
 def _charts(tmp_path: Path) -> Path:

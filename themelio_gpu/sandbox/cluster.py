@@ -128,12 +128,24 @@ def _kwokctl_configuration(args: dict[str, list[str]]) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-def _kubectl(toolbox: Toolbox, sandbox: Sandbox, *args: str, stdin: str | None = None) -> str:
+def kubectl(toolbox: Toolbox, sandbox: Sandbox, *args: str, stdin: str | None = None) -> str:
     command = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), *args]
     result = interrupts.run(command, input=stdin) if stdin is not None else interrupts.run(command)
     if result.returncode != 0:
         raise SandboxError(f"kubectl {' '.join(args[:2])}: {result.stderr.strip() or result.stdout.strip()}")
     return result.stdout
+
+
+def create_all(toolbox: Toolbox, sandbox: Sandbox, items: list[dict[str, Any]]) -> str:
+    """Create every object in one `kubectl create` (one request each); a refusal is a SandboxError."""
+    return kubectl(
+        toolbox,
+        sandbox,
+        "create",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
 
 
 def _kwokctl(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
@@ -204,12 +216,12 @@ def up(
             # Karpenter's CRDs come first, as the README asks of users: the stack's NodePool needs them.
             crds = toolbox.tools["karpenter-crds"]
             for name in crds.files:
-                _kubectl(toolbox, sandbox, "create", "-f", str(crds.path(name)))
-            _kubectl(toolbox, sandbox, "wait", "--for=condition=Established", "--timeout=60s",
+                kubectl(toolbox, sandbox, "create", "-f", str(crds.path(name)))
+            kubectl(toolbox, sandbox, "wait", "--for=condition=Established", "--timeout=60s",
                      "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")  # fmt: skip
         nodes = simulated_nodes(plan)
         _register(toolbox, sandbox, nodes)
-        _kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
+        kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
         repository = sandbox.folder / "charts"
         packaged = chart_repository.package_charts(plan, charts, toolbox.binary("helm"), repository)
         pid, chart_port = chart_repository.start_server(repository, sandbox.folder / "chart-repository.log")
@@ -247,24 +259,16 @@ def up(
 
 def _register(toolbox: Toolbox, sandbox: Sandbox, nodes: list[Any]) -> None:
     """Create each node, set its status as its kubelet would, then publish its slices."""
-    documents = {"apiVersion": "v1", "kind": "List", "items": [n.manifest for n in nodes]}
-    _kubectl(toolbox, sandbox, "create", "-f", "-", stdin=json.dumps(documents))
+    create_all(toolbox, sandbox, [n.manifest for n in nodes])
     for node in nodes:
         status = {"status": node.manifest["status"]}
-        _kubectl(
+        kubectl(
             toolbox, sandbox, "patch", "node", node.name, "--subresource=status", "--type=merge",
             "-p", json.dumps(status),
         )  # fmt: skip
     slices = [s for n in nodes for s in n.slices]
     if slices:
-        _kubectl(
-            toolbox,
-            sandbox,
-            "create",
-            "-f",
-            "-",
-            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}),
-        )
+        create_all(toolbox, sandbox, slices)
 
 
 def _teardown(toolbox: Toolbox, sandbox: Sandbox) -> list[str]:
@@ -284,7 +288,7 @@ def _teardown(toolbox: Toolbox, sandbox: Sandbox) -> list[str]:
     return problems
 
 
-def _processes_in(folder: Path) -> list[int]:
+def processes_in(folder: Path) -> list[int]:
     """Processes whose command line names the folder: every component kwokctl started names its work folder."""
     needle = str(folder).encode()
     found = []
@@ -301,7 +305,7 @@ def _processes_in(folder: Path) -> list[int]:
 def _end_processes_in(folder: Path) -> None:
     """What `kwokctl delete` did not stop (it was interrupted before it wrote a pid file): SIGTERM, then SIGKILL."""
     for signum in (signal.SIGTERM, signal.SIGKILL):
-        left = _processes_in(folder)
+        left = processes_in(folder)
         for pid in left:
             with suppress(ProcessLookupError):
                 os.kill(pid, signum)

@@ -46,6 +46,12 @@ EXITS = {
 ENGINES = deploy.RUNNERS
 
 
+def _fleet_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--catalog", metavar="FILE", help="the GPU catalog (default: catalog/gpu-catalog.yaml)")
+    parser.add_argument("--stacks-dir", metavar="DIR", help="folder of cluster definitions (default: stacks/)")
+    parser.add_argument("--charts", metavar="DIR", help="the chart cache (default: .cache/charts)")
+
+
 def register(commands: Any) -> None:
     """Add `sandbox` and its subcommands to the CLI's parser."""
     group = commands.add_parser(
@@ -78,10 +84,7 @@ def register(commands: Any) -> None:
         parser = sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.",
                                 epilog=f"exit codes: {EXITS[name]}")  # fmt: skip
         parser.add_argument("cluster", metavar="CLUSTER", help="the cluster's name (its file in stacks/)")
-        parser.add_argument(
-            "--catalog", metavar="FILE", help="the GPU catalog (default: catalog/gpu-catalog.yaml)"
-        )
-        parser.add_argument("--stacks-dir", metavar="DIR", help="folder of cluster definitions (default: stacks/)")
+        _fleet_flags(parser)
         if name in ("up", "run"):
             parser.add_argument(
                 "--port", type=int, help="the API server's port on 127.0.0.1 (default: a free one)"
@@ -91,8 +94,6 @@ def register(commands: Any) -> None:
             parser.add_argument("--json", action="store_true", help="the probe's rows as JSON")
         if name == "run":
             parser.add_argument("--probe", action="store_true", help="probe after apply; a disagreeing row fails")
-        if name in ("up", "down", "run"):
-            parser.add_argument("--charts", metavar="DIR", help="the chart cache (default: .cache/charts)")
         if name in ("apply", "plan", "down", "run"):
             parser.add_argument("--with", dest="runner", choices=ENGINES, default="terraform",
                                 help="terraform (default), tofu, or cdktf (the CDKTF CLI's deploy/diff/destroy)")  # fmt: skip
@@ -106,10 +107,8 @@ def register(commands: Any) -> None:
     )
     check.add_argument("clusters", nargs="*", metavar="CLUSTER", help="these clusters (default: a covering set)")
     check.add_argument("--every", action="store_true", help="every cluster of the fleet")
-    check.add_argument("--catalog", metavar="FILE", help="the GPU catalog (default: catalog/gpu-catalog.yaml)")
-    check.add_argument("--stacks-dir", metavar="DIR", help="folder of cluster definitions (default: stacks/)")
+    _fleet_flags(check)
     check.add_argument("--with", dest="runner", choices=ENGINES, default="terraform", help="as for run")
-    check.add_argument("--charts", metavar="DIR", help="the chart cache (default: .cache/charts)")
     check.add_argument("--probe", action="store_true", help="probe every cluster after apply")
     check.set_defaults(run=run, sandbox_run=_check, port=None, keep=False, json=False)
 

@@ -21,7 +21,7 @@ from themelio_gpu import interrupts
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, untolerated
 from themelio_gpu.plan.fleet import ClusterPlan
-from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
+from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
 
@@ -96,16 +96,8 @@ def _pod(index: int, row: Row, offering: ResolvedOffering) -> dict[str, Any]:
     }
 
 
-def _kubectl(toolbox: Toolbox, sandbox: Sandbox, *args: str, stdin: str | None = None) -> str:
-    command = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), *args]
-    result = interrupts.run(command, input=stdin)
-    if result.returncode != 0:
-        raise SandboxError(f"kubectl {' '.join(args[:2])}: {result.stderr.strip()}")
-    return result.stdout
-
-
 def _get(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> Any:
-    return json.loads(_kubectl(toolbox, sandbox, "get", *args, "-o", "json"))
+    return json.loads(kubectl(toolbox, sandbox, "get", *args, "-o", "json"))
 
 
 def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
@@ -113,14 +105,7 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
     planned = planned_rows(plan)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     pods = [_pod(i, row, offering) for i, (row, offering) in enumerate(planned)]
-    _kubectl(
-        toolbox,
-        sandbox,
-        "create",
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [namespace, *pods]}),
-    )
+    create_all(toolbox, sandbox, [namespace, *pods])
     try:
         decided = _wait(toolbox, sandbox, len(pods))
         nodes = {n["metadata"]["name"]: n for n in _get(toolbox, sandbox, "nodes")["items"]}
@@ -343,14 +328,7 @@ def quota_probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Q
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
             resource_quota(WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
         ]
-        _kubectl(
-            toolbox,
-            sandbox,
-            "create",
-            "-f",
-            "-",
-            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
-        )
+        create_all(toolbox, sandbox, objects)
         try:
             _wait_quota_ready(toolbox, sandbox, namespace)
             attempts = [
