@@ -125,7 +125,7 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
         )
         assert version["gitVersion"] == tools.tools["kubernetes-1.36"].version  # stamped: helm checks kubeVersion
         nodes = {n["metadata"]["name"]: n for n in _kubectl(tools, sandbox, "get", "nodes")["items"]}
-        assert sorted(nodes) == ["gpu-a", "live-sliced-0", "live-sliced-1", "system-0"]
+        assert sorted(nodes) == ["control-plane-0", "gpu-a", "live-sliced-0", "live-sliced-1", "system-0"]
         for node in nodes.values():
             assert "nvidia.com/gpu" not in node["status"]["allocatable"]  # DRA pools: no device plugin name
             ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}

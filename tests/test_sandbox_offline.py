@@ -12,7 +12,7 @@ from themelio_gpu.dryrun.resourceslices import parse_resourceslices
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError, SandboxError
-from themelio_gpu.sandbox.nodes import PROVISIONED_NODES, SYSTEM_NODE, simulated_nodes
+from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, PROVISIONED_NODES, SYSTEM_NODE, simulated_nodes
 from themelio_gpu.sandbox.tools import TOOLS_FILE, load_tools, toolbox
 
 
@@ -82,8 +82,11 @@ MIG = {
 
 def test_static_nodes_are_named_and_carry_nothing_of_the_contract_before_the_stack(tmp_path: Path) -> None:
     nodes = simulated_nodes(_plan(tmp_path, _pools(WHOLE)))
-    assert [n.name for n in nodes] == ["n-1", "n-2", SYSTEM_NODE]
-    assert (nodes[-1].kind, nodes[-1].slices, nodes[-1].manifest["spec"]) == ("system", (), {})
+    assert [n.name for n in nodes] == ["n-1", "n-2", SYSTEM_NODE, CONTROL_PLANE_NODE]
+    assert (nodes[-2].kind, nodes[-2].slices, nodes[-2].manifest["spec"]) == ("system", (), {})
+    assert nodes[-1].manifest["spec"]["taints"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    ]
     labels = nodes[0].manifest["metadata"]["labels"]
     assert labels["kubernetes.io/hostname"] == "n-1" and labels["kubernetes.io/os"] == "linux"
     assert not any(k.startswith(("nvidia.com/", "themelio.io/", "gpu.themelio.io/")) for k in labels), labels
@@ -104,7 +107,7 @@ def test_provisioned_nodes_register_with_the_contract_the_stack_outputs(tmp_path
 
 def test_a_dra_node_publishes_its_gpus_as_the_driver_does_and_the_dry_run_reads_them(tmp_path: Path) -> None:
     nodes = simulated_nodes(_plan(tmp_path, _pools(WHOLE, MIG)))
-    whole, sliced = nodes[0], nodes[-2]
+    whole, sliced = nodes[0], nodes[-3]
     import json
 
     devices = parse_resourceslices(json.dumps({"kind": "List", "items": [*whole.slices, *sliced.slices]}))
@@ -119,7 +122,7 @@ def test_a_dra_node_publishes_its_gpus_as_the_driver_does_and_the_dry_run_reads_
 
 def test_a_device_plugin_pool_advertises_nvidia_gpu_and_publishes_no_slice(tmp_path: Path) -> None:
     plugin = {**WHOLE, "dra": False}
-    (node, _, _) = simulated_nodes(_plan(tmp_path, _pools(plugin, offerings=["nvidia.com/gpu"])))
+    (node, _, _, _) = simulated_nodes(_plan(tmp_path, _pools(plugin, offerings=["nvidia.com/gpu"])))
     assert node.manifest["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert node.slices == ()
 

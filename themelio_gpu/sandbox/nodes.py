@@ -8,7 +8,8 @@ pods without containers). Per pool kind:
   register them (the contract's labels and taints, as `--node-labels` and `--register-with-taints` give);
 - karpenter: one node per pool as Karpenter makes it from the NodePool: the template's labels and taints,
   `karpenter.sh/nodepool`, the first instance type and capacity type;
-and one CPU node without GPUs or taints (`SYSTEM_NODE`), where the cluster's controllers run.
+and one CPU node without GPUs or taints (`SYSTEM_NODE`), where the cluster's controllers run, and a
+control-plane node (`CONTROL_PLANE_NODE`), tainted as kubeadm taints one.
 
 A DRA pool's node publishes its GPUs as the NVIDIA DRA driver's kubelet plugin does (driver `gpu.nvidia.com`,
 one pool per node, whole GPUs as `type: gpu` devices, or with MIG on, only its MIG devices, `type: mig`),
@@ -34,6 +35,11 @@ from themelio_gpu.plan.fleet import ClusterPlan
 SYSTEM_NODE = "system-0"
 """The one CPU node of every sandbox: a real cluster runs its controllers (the GPU Operator, NFD's master) on
 nodes without the GPU taint, and Helm's wait never ends without one."""
+CONTROL_PLANE_NODE = "control-plane-0"
+"""A control-plane node as kubeadm makes one (its role label, tainted NoSchedule): what charts that run their
+controllers there expect (nvidia-dra-driver-gpu 25.x requires one for its controller; on a managed cluster
+without schedulable control-plane nodes that controller stays Pending unless its affinity is overridden)."""
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
 NFD_NVIDIA_PCI = {"feature.node.kubernetes.io/pci-10de.present": "true"}
 """What NFD's worker labels a node with an NVIDIA PCI device (vendor 10de); the DRA driver's kubelet plugin
 selects on it. NFD's worker is placed here but runs nothing, so the sandbox sets what it would find."""
@@ -246,4 +252,7 @@ def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
             )
     system = _node(SYSTEM_NODE, {"node-role.kubernetes.io/system": ""}, [], dict(NODE_ALLOCATABLE), kubelet)
     nodes.append(SimulatedNode(SYSTEM_NODE, "", "system", system, ()))
+    control_taint = [{"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"}]
+    control = _node(CONTROL_PLANE_NODE, {CONTROL_PLANE_ROLE: ""}, control_taint, dict(NODE_ALLOCATABLE), kubelet)
+    nodes.append(SimulatedNode(CONTROL_PLANE_NODE, "", "system", control, ()))
     return nodes

@@ -21,6 +21,7 @@ from themelio_gpu import interrupts
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, untolerated
 from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.quota import ClusterQuotaPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
@@ -252,18 +253,23 @@ class QuotaRow:
         return self.admitted == self.expected
 
 
-def _other_paths(plan: ClusterPlan, offering: ResolvedOffering, granted: str) -> list[tuple[str, dict[str, Any]]]:
-    """Every other way a pod or a claim could ask for a device: each other name, the implicit name of each
-    class, and a ResourceClaim of each class (the stack's and the DRA driver's)."""
-    paths: list[tuple[str, dict[str, Any]]] = []
+def _other_paths(
+    plan: ClusterPlan, quota: ClusterQuotaPlan, granted: str
+) -> list[tuple[str, dict[str, Any], bool]]:
+    """Every other way a pod or a claim could ask for a device, and whether the quota model lets it through:
+    each other name, and for each class its implicit name and a ResourceClaim of it (the stack's and the DRA
+    driver's). A class the model knows selects no GPU (compute-domain channels and daemons) is no GPU path:
+    the model expects it admitted."""
+    paths: list[tuple[str, dict[str, Any], bool]] = []
     for name in plan.advertised_names:
         if name != granted:
-            paths.append((f"pod asking for {name}", {"limits": {name: "1"}}))
+            paths.append((f"pod asking for {name}", {"limits": {name: "1"}}, False))
+    not_gpu = {path.name for path in quota.not_gpu}
     classes = sorted({c.name for c in plan.device_classes} | {c.name for c in plan.driver_classes})
     for device_class in classes:
         implicit = f"deviceclass.resource.kubernetes.io/{device_class}"
-        paths.append((f"pod asking for {implicit}", {"limits": {implicit: "1"}}))
-        paths.append((f"ResourceClaim of {device_class}", {"claim": device_class}))
+        paths.append((f"pod asking for {implicit}", {"limits": {implicit: "1"}}, device_class in not_gpu))
+        paths.append((f"ResourceClaim of {device_class}", {"claim": device_class}, device_class in not_gpu))
     return paths
 
 
@@ -335,7 +341,7 @@ def quota_probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Q
                 (f"the grant ({granted})", {"limits": {granted: "1"}}, True),
                 ("one more", {"limits": {granted: "1"}}, False),
             ]
-            attempts += [(path, what, False) for path, what in _other_paths(plan, offering, granted)]
+            attempts += _other_paths(plan, quota, granted)
             # The grant first (and its claim charged), then every other attempt in one request per object.
             documents = [_quota_object(namespace, i, offering, what) for i, (_, what, _) in enumerate(attempts)]
             admitted, message = _create(toolbox, sandbox, documents[0])
