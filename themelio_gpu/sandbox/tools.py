@@ -9,11 +9,13 @@ anything else is built again (`build.py`). The cache is outside the clone, so ev
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from themelio_gpu.sandbox.errors import MissingToolError
 
@@ -21,6 +23,7 @@ TOOLS_FILE = Path(__file__).with_name("tools.toml")
 CACHE_ENV = "THEMELIO_TOOLS_CACHE"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BUILD_TARGET = "make sandbox-tools"
+GO_MODULE_FILES = ("go.mod", "go.sum")
 
 
 def cache_root() -> Path:
@@ -46,6 +49,8 @@ class Tool:
     replace: tuple[str, ...] = ()
     staging: str = ""
     source: str = ""
+    entry: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """The tools.toml entry as written: what the build recipe's digest covers."""
 
     @property
     def folder(self) -> Path:
@@ -55,12 +60,16 @@ class Tool:
         return self.folder / binary
 
     def recipe(self, go_version: str) -> str:
-        """What the build depends on, as one digest: the entry, the Go toolchain and any source of ours."""
+        """What the build depends on, as one digest: the entry as tools.toml pins it, the Go toolchain, and for a
+        tool of this project's own source, its Go files and go.mod/go.sum (not its docs)."""
         digest = hashlib.sha256()
-        digest.update(repr((self, go_version)).encode())
+        digest.update(json.dumps({"entry": self.entry, "go": go_version}, sort_keys=True).encode())
         if self.source:
             root = PROJECT_ROOT / self.source
-            for file in sorted(p for p in root.rglob("*") if p.is_file()):
+            built_from = [
+                p for p in root.rglob("*") if p.is_file() and (p.suffix == ".go" or p.name in GO_MODULE_FILES)
+            ]
+            for file in sorted(built_from):
                 digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes() + b"\0")
         return digest.hexdigest()
 
@@ -96,6 +105,7 @@ def load_tools(file: Path = TOOLS_FILE) -> dict[str, Tool]:
             replace=tuple(entry.get("replace", ())),
             staging=entry.get("staging", ""),
             source=entry.get("source", ""),
+            entry=entry,
         )
     return tools
 
