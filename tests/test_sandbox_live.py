@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,11 +136,9 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
         slices = _kubectl(tools, sandbox, "get", "resourceslices")["items"]
         devices = {s["spec"]["nodeName"]: len(s["spec"]["devices"]) for s in slices}
         assert devices == {"gpu-a": 2, "live-sliced-0": 7, "live-sliced-1": 7}
-        index = subprocess.run(
-            ["curl", "-sf", f"{sandbox.state()['chartRepository']}/index.yaml"], capture_output=True, text=True,
-            timeout=30,
-        )  # fmt: skip
-        assert "gpu-operator" in index.stdout and "dra-driver-nvidia-gpu" in index.stdout
+        with urllib.request.urlopen(f"{sandbox.state()['chartRepository']}/index.yaml", timeout=30) as answer:
+            index = answer.read().decode()
+        assert "gpu-operator" in index and "dra-driver-nvidia-gpu" in index
         _quantities_read_back_as_canonical_quantity_writes_them(tools, sandbox)
         _one_field_manager_for_labels_and_taints_erases_the_labels(tools, sandbox, plan)
     finally:
