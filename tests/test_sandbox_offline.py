@@ -120,6 +120,16 @@ def test_a_dra_node_publishes_its_gpus_as_the_driver_does_and_the_dry_run_reads_
     assert whole.slices[0]["spec"]["pool"] == {"name": whole.name, "generation": 1, "resourceSliceCount": 1}
 
 
+def test_a_device_plugin_mig_pool_advertises_each_profile_as_the_plugins_mixed_strategy_does(
+    tmp_path: Path,
+) -> None:
+    plugin = {**MIG, "dra": False, "provisioning": {"static": {"nodes": ["m-1"]}}}
+    node = simulated_nodes(_plan(tmp_path, _pools(plugin, offerings=["nvidia.com/a100-mig-1g.5gb"])))[0]
+    allocatable = node.manifest["status"]["allocatable"]
+    assert allocatable["nvidia.com/mig-1g.5gb"] == "14"  # seven a GPU, two GPUs
+    assert "nvidia.com/gpu" not in allocatable and node.slices == ()
+
+
 def test_a_device_plugin_pool_advertises_nvidia_gpu_and_publishes_no_slice(tmp_path: Path) -> None:
     plugin = {**WHOLE, "dra": False}
     (node, _, _, _) = simulated_nodes(_plan(tmp_path, _pools(plugin, offerings=["nvidia.com/gpu"])))

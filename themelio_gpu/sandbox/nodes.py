@@ -14,7 +14,7 @@ control-plane node (`CONTROL_PLANE_NODE`), tainted as kubeadm taints one.
 A DRA pool's node publishes its GPUs as the NVIDIA DRA driver's kubelet plugin does (driver `gpu.nvidia.com`,
 one pool per node, whole GPUs as `type: gpu` devices, or with MIG on, only its MIG devices, `type: mig`),
 and advertises no `nvidia.com/gpu`. A device-plugin pool (`dra: false`) advertises `nvidia.com/gpu` in its
-allocatable, as the device plugin does, and publishes no slice. The attribute names and spellings follow
+allocatable (MIG devices as `nvidia.com/mig-<profile>`), as the device plugin does, and publishes no slice. The attribute names and spellings follow
 the driver's (../shared/reference/dra-2026-update.md; tests/fixtures/resourceslices holds captured shapes).
 """
 
@@ -199,8 +199,13 @@ def _taints(contract: PoolContract) -> list[dict[str, str]]:
 
 def _allocatable(contract: PoolContract) -> dict[str, str]:
     allocatable = dict(NODE_ALLOCATABLE)
-    if not contract.dra:  # the device plugin's name; a DRA node advertises none
-        allocatable["nvidia.com/gpu"] = str(contract.gpus_per_node)
+    if contract.dra:  # a DRA node advertises no GPU name
+        return allocatable
+    # The device plugin: whole GPUs as nvidia.com/gpu, MIG devices per profile as nvidia.com/mig-<profile> (its
+    # mixed strategy, what the GPU Operator's MIG Manager sets up beside the plugin).
+    for unit, count in contract.devices_per_node().items():
+        name = "nvidia.com/gpu" if unit == "gpu" else f"nvidia.com/mig-{unit}"
+        allocatable[name] = str(count)
     return allocatable
 
 
