@@ -97,6 +97,15 @@ def _pod(index: int, row: Row, offering: ResolvedOffering) -> dict[str, Any]:
     }
 
 
+def _items(toolbox: Toolbox, sandbox: Sandbox, kind: str, *args: str) -> list[Any]:
+    """The objects of a DRA kind, none where the cluster's Kubernetes serves no resource.k8s.io/v1 (before
+    1.34: a device-plugin-only cluster)."""
+    if not any(g.endswith("resource.k8s.io/v1") for g in kubectl(toolbox, sandbox, "api-versions").split()):
+        return []
+    items: list[Any] = _get(toolbox, sandbox, kind, *args)["items"]
+    return items
+
+
 def _get(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> Any:
     return json.loads(kubectl(toolbox, sandbox, "get", *args, "-o", "json"))
 
@@ -110,10 +119,8 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
     try:
         decided = _wait(toolbox, sandbox, len(pods))
         nodes = {n["metadata"]["name"]: n for n in _get(toolbox, sandbox, "nodes")["items"]}
-        devices = _devices(_get(toolbox, sandbox, "resourceslices")["items"])
-        claims = {
-            c["metadata"]["name"]: c for c in _get(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE)["items"]
-        }
+        devices = _devices(_items(toolbox, sandbox, "resourceslices"))
+        claims = {c["metadata"]["name"]: c for c in _items(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE)}
         events = _get(toolbox, sandbox, "events", "-n", NAMESPACE)["items"]
         rows = []
         for index, (row, offering) in enumerate(planned):
