@@ -45,10 +45,13 @@ class Row:
     pending: str = ""
     """The scheduler's reason when the pod stayed Pending."""
     problems: list[str] = field(default_factory=list)
+    uncompared: str = ""
+    """Why the row is shown but not compared with the model (a MIG name on device-plugin pools: the plugin's
+    renamed MIG resources are not simulated)."""
 
     @property
     def agrees(self) -> bool:
-        return not self.problems
+        return not self.problems or bool(self.uncompared)
 
 
 def _reachable(offering: ResolvedOffering, pool: PoolContract) -> bool:
@@ -68,8 +71,14 @@ def planned_rows(plan: ClusterPlan) -> list[tuple[Row, ResolvedOffering]]:
     for offering in plan.offerings:
         expected = [p for p in plan.placements.get(offering.name, ()) if _reachable(offering, pools[p])]
         names = [offering.name, *(a.name for a in offering.aliases if a.name in plan.advertised_names)]
+        plugin_mig = bool(expected) and all(
+            not pools[p].dra and pools[p].mig_devices is not None for p in expected
+        )
+        why = "not compared: MIG devices of device-plugin pools (the plugin's renamed MIG names are not simulated)"
         for name in names:
-            rows.append((Row(name, 1, offering.name, list(expected)), offering))
+            rows.append(
+                (Row(name, 1, offering.name, list(expected), uncompared=why if plugin_mig else ""), offering)
+            )
         if expected:
             too_many = max(_per_node(pools[p]) for p in expected) + 1
             rows.append((Row(offering.name, too_many, offering.name, []), offering))
@@ -234,8 +243,8 @@ def as_table(rows: list[Row]) -> str:
     for row in rows:
         landed = f"{row.node} ({row.pool})" if row.node else "Pending"
         what = "; ".join(row.devices) if row.node else row.pending[:90]
-        lines.append((row.name, str(row.count), landed, what, ", ".join(row.expected_pools) or "Pending",
-                      "yes" if row.agrees else "NO: " + "; ".join(row.problems)))  # fmt: skip
+        verdict = row.uncompared if row.uncompared else "yes" if row.agrees else "NO: " + "; ".join(row.problems)
+        lines.append((row.name, str(row.count), landed, what, ", ".join(row.expected_pools) or "Pending", verdict))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
