@@ -120,27 +120,38 @@ def _get(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> Any:
 
 
 def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
-    """Submit every probe pod, wait until the scheduler has decided each, read what it did, clean up."""
+    """One probe pod at a time (pods asking for names that share devices would take each other's), each read
+    once the scheduler has decided it and deleted, with the claim the scheduler made for it, before the next."""
     planned = planned_rows(plan)
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    pods = [_pod(i, row, offering) for i, (row, offering) in enumerate(planned)]
-    create_all(toolbox, sandbox, [namespace, *pods])
+    create_all(toolbox, sandbox, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
     try:
-        decided = _wait(toolbox, sandbox, len(pods))
         nodes = {n["metadata"]["name"]: n for n in _get(toolbox, sandbox, "nodes")["items"]}
         devices = _devices(_items(toolbox, sandbox, "resourceslices"))
-        claims = {c["metadata"]["name"]: c for c in _items(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE)}
-        events = _get(toolbox, sandbox, "events", "-n", NAMESPACE)["items"]
         rows = []
         for index, (row, offering) in enumerate(planned):
-            pod = decided[f"probe-{index}"]
+            name = f"probe-{index}"
+            create_all(toolbox, sandbox, [_pod(index, row, offering)])
+            pod = _wait(toolbox, sandbox, 1)[name]
+            claims = {
+                c["metadata"]["name"]: c for c in _items(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE)
+            }
+            events = _get(toolbox, sandbox, "events", "-n", NAMESPACE)["items"]
             _read(row, offering, pod, nodes, devices, claims, events, plan)
             rows.append(row)
+            kubectl(toolbox, sandbox, "delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--wait=true")
+            _wait_claims_gone(toolbox, sandbox)
         return rows
     finally:
         with interrupts.deferred():
             interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
                             "namespace", NAMESPACE, "--wait=true", "--timeout=60s"])  # fmt: skip
+
+
+def _wait_claims_gone(toolbox: Toolbox, sandbox: Sandbox) -> None:
+    """Until the garbage collector has deleted the claim of the pod just deleted (its devices are free again)."""
+    deadline = time.monotonic() + 30
+    while _items(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def _wait(toolbox: Toolbox, sandbox: Sandbox, count: int) -> dict[str, Any]:
