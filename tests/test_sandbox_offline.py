@@ -11,6 +11,7 @@ from tests.builders import cluster, fleet_of, plan_of
 from themelio_gpu.dryrun.resourceslices import parse_resourceslices
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
+from themelio_gpu.sandbox import inventory
 from themelio_gpu.sandbox.errors import MissingToolError, SandboxError
 from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, PROVISIONED_NODES, SYSTEM_NODE, simulated_nodes
 from themelio_gpu.sandbox.tools import TOOLS_FILE, load_tools, toolbox
@@ -177,3 +178,18 @@ def test_a_version_no_binaries_reach_is_refused(tmp_path: Path) -> None:
     definition = plan.definition.model_copy(update={"kubernetes_version": "1.32"})
     with pytest.raises(SandboxError, match=r"1\.32: .*run or emulate 1\.33 to 1\.37 only"):
         sandbox_cluster.feature_gate_args(definition)
+
+
+def test_only_what_the_control_plane_alone_wrote_and_nothing_owns_is_its_own() -> None:
+    def item(*managers: str, owned: bool = False) -> dict[str, object]:
+        metadata: dict[str, object] = {"managedFields": [{"manager": m} for m in managers]}
+        if owned:
+            metadata["ownerReferences"] = [{"kind": "DaemonSet", "name": "driver"}]
+        return {"metadata": metadata}
+
+    assert inventory.made_by_control_plane(item("kube-controller-manager"))
+    assert inventory.made_by_control_plane(item("kube-apiserver", "kube-controller-manager"))
+    assert not inventory.made_by_control_plane(item("kube-controller-manager", owned=True))
+    assert not inventory.made_by_control_plane(item("kube-controller-manager", "themelio-gpu-stacks"))
+    assert not inventory.made_by_control_plane(item("helm"))
+    assert not inventory.made_by_control_plane(item())

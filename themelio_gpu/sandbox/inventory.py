@@ -29,18 +29,39 @@ _SELF_MANAGED = {
 }  # fmt: skip
 
 
-def api_objects(sandbox: Sandbox, toolbox: Toolbox) -> set[str]:
-    """Every object the API lists (kind/namespace/name), less what the control plane manages itself."""
+CONTROL_PLANE_MANAGERS = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler"})
+"""Field managers of the control plane itself. An object only they ever wrote, and that no other object owns,
+is the control plane's own (the kube-apiserver-serving ClusterTrustBundle the controller manager publishes a
+moment after start, sometimes after the baseline): never the stack's. Objects the garbage collector should
+have removed with a stack's object keep their ownerReferences, so they are still compared."""
+
+
+def made_by_control_plane(item: dict[str, Any]) -> bool:
+    metadata = item.get("metadata", {})
+    managers = {entry.get("manager") for entry in metadata.get("managedFields") or []}
+    return bool(managers) and managers <= CONTROL_PLANE_MANAGERS and not metadata.get("ownerReferences")
+
+
+def api_objects(sandbox: Sandbox, toolbox: Toolbox, *, control_plane_own: bool = True) -> set[str]:
+    """Every object the API lists (kind/namespace/name), less the kinds the control plane manages itself and,
+    unless `control_plane_own`, less the objects only the control plane ever wrote."""
     kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
     kinds = interrupts.run([*kubectl, "api-resources", "--verbs=list", "-o", "name"])
     if kinds.returncode != 0:
         raise SandboxError(f"kubectl api-resources: {kinds.stderr.strip()}")
     names = [k for k in kinds.stdout.split() if k not in _SELF_MANAGED]
-    listed = interrupts.run([*kubectl, "get", ",".join(names), "-A", "--ignore-not-found", "-o",
-                             "jsonpath={range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}"])  # fmt: skip
+    listed = interrupts.run(
+        [*kubectl, "get", ",".join(names), "-A", "--ignore-not-found", "-o", "json", "--show-managed-fields"]
+    )
     if listed.returncode != 0:
         raise SandboxError(f"kubectl get: {listed.stderr.strip()}")
-    return {line for line in listed.stdout.splitlines() if line and not line.endswith("/kube-root-ca.crt")}
+    objects = set()
+    for item in json.loads(listed.stdout or '{"items": []}').get("items", []):
+        metadata = item.get("metadata", {})
+        if metadata.get("name") == "kube-root-ca.crt" or (not control_plane_own and made_by_control_plane(item)):
+            continue
+        objects.add(f"{item.get('kind')}/{metadata.get('namespace') or ''}/{metadata.get('name')}")
+    return objects
 
 
 CONTROL_PLANE_NODE_KEYS = ("beta.kubernetes.io/", "node.kubernetes.io/")
@@ -76,8 +97,7 @@ def record_baseline(sandbox: Sandbox, toolbox: Toolbox) -> None:
 
 def kept_by_helm(plan: ClusterPlan, charts: Path) -> set[str]:
     """What Helm leaves after `uninstall` by design, never the stack's to remove: the CRDs of each chart's
-    `crds/` folders (and the APIService the API server serves for each of their versions), which Helm never
-    deletes (helm.sh/docs/chart_best_practices/custom_resource_definitions), and the namespace Helm created
+    `crds/` folders, which Helm never deletes (helm.sh/docs/chart_best_practices/custom_resource_definitions), and the namespace Helm created
     for a release (`create_namespace`; `helm uninstall` leaves it)."""
     kept = {f"Namespace//{release.namespace}" for release in plan.releases}
     for release in plan.releases:
@@ -85,10 +105,7 @@ def kept_by_helm(plan: ClusterPlan, charts: Path) -> set[str]:
         for file in sorted(folder.glob("**/crds/**/*.yaml")):
             for document in yaml.safe_load_all(file.read_text()):
                 if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
-                    spec = document.get("spec", {})
                     kept.add(f"CustomResourceDefinition//{document['metadata']['name']}")
-                    for version in spec.get("versions", []):
-                        kept.add(f"APIService//{version['name']}.{spec.get('group')}")
     return kept
 
 
@@ -123,7 +140,7 @@ def leftovers(
     before = set(baseline["objects"])
     deadline = time.monotonic() + wait
     while True:
-        extra = sorted(api_objects(sandbox, toolbox) - before)
+        extra = sorted(api_objects(sandbox, toolbox, control_plane_own=False) - before)
         if not any(e.startswith("Namespace/") and e not in kept for e in extra) or time.monotonic() > deadline:
             break
         time.sleep(1)
