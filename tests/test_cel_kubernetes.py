@@ -12,19 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from themelio_gpu.dryrun.cel_kubernetes import (
-    AttrValue,
-    CelCompileError,
-    CelEvaluationError,
-    Quantity,
-    QuantityError,
-    Semver,
-    SemverError,
-    compile_selector,
-    parse_quantity,
-    parse_semver,
-)
+from themelio_gpu.dryrun.cel_kubernetes import AttrValue, CelCompileError, CelEvaluationError, compile_selector
 from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
+from themelio_gpu.k8s.quantity import Quantity, QuantityError, parse_quantity
+from themelio_gpu.k8s.semver import Semver, SemverError, parse_semver
 
 FIXTURES = Path(__file__).parent / "fixtures" / "resourceslices"
 NV = "gpu.nvidia.com"

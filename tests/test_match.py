@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from themelio_gpu.dryrun.cel_kubernetes import parse_semver
 from themelio_gpu.dryrun.match import ClassUnderTest, MatchReport, match_classes, render_report, report_as_dict
 from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
+from themelio_gpu.k8s.semver import parse_semver
 
 FIXTURES = Path(__file__).parent / "fixtures" / "resourceslices"
 

@@ -12,7 +12,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from themelio_gpu.dryrun.cel_kubernetes import Semver, parse_quantity, parse_semver
 from themelio_gpu.dryrun.resourceslices import (
     ALL_NODES,
     Device,
@@ -20,6 +19,8 @@ from themelio_gpu.dryrun.resourceslices import (
     load_resourceslices,
     parse_resourceslices,
 )
+from themelio_gpu.k8s.quantity import parse_quantity
+from themelio_gpu.k8s.semver import Semver, parse_semver
 
 FIXTURES = Path(__file__).parent / "fixtures" / "resourceslices"
 NV = "gpu.nvidia.com"

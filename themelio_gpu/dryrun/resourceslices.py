@@ -23,14 +23,9 @@ from types import MappingProxyType
 
 import yaml
 
-from themelio_gpu.dryrun.cel_kubernetes import (
-    AttrValue,
-    Quantity,
-    QuantityError,
-    SemverError,
-    parse_quantity,
-    parse_semver,
-)
+from themelio_gpu.dryrun.cel_kubernetes import AttrValue
+from themelio_gpu.k8s.quantity import Quantity, QuantityError, parse_quantity
+from themelio_gpu.k8s.semver import SemverError, parse_semver
 
 __all__ = [
     "ALL_NODES",

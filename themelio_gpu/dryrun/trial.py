@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from themelio_gpu.dryrun.cel_kubernetes import Quantity, Semver, parse_quantity, parse_semver
 from themelio_gpu.dryrun.match import ClassUnderTest, DeviceRef, match_classes
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_resourceslices
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
@@ -28,6 +27,8 @@ from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS, DRIVER
 from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.k8s.quantity import Quantity, parse_quantity
+from themelio_gpu.k8s.semver import Semver, parse_semver
 from themelio_gpu.words import count
 
 _GIB = Decimal(2**30)

@@ -28,7 +28,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
-from themelio_gpu.dryrun.cel_kubernetes import Semver
 from themelio_gpu.dryrun.cluster_match import match_cluster
 from themelio_gpu.dryrun.match import MatchReport
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, parse_resourceslices
@@ -37,6 +36,7 @@ from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.inputs.catalog.selectors import DRIVER as GPU_DRIVER
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
+from themelio_gpu.k8s.semver import Semver
 from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
 from themelio_gpu.plan.quota import (

@@ -19,6 +19,8 @@ from decimal import Decimal
 from typing import Literal
 
 from themelio_gpu.inputs.catalog.products import GpuProduct, mig_profile_shape
+from themelio_gpu.k8s.quantity import parse_quantity
+from themelio_gpu.k8s.semver import parse_semver
 
 GIB = Decimal(2**30)
 
@@ -53,8 +55,6 @@ class ResolvedCapability:
     def min_memory_bytes(self) -> Decimal | None:
         if self.min_memory is None:
             return None
-        from themelio_gpu.dryrun.cel_kubernetes import parse_quantity  # costly import; capability catalogs only
-
         return parse_quantity(self.min_memory).value
 
     def describe(self) -> str:
@@ -74,8 +74,6 @@ class ResolvedCapability:
 
     def product_misses(self, product: GpuProduct) -> list[str]:
         """Why `product`'s devices cannot meet the capability (empty: they can), memory aside for MIG."""
-        from themelio_gpu.dryrun.cel_kubernetes import parse_semver
-
         misses = []
         if self.products and product.key not in self.products:
             misses.append(f"{product.key} is not one of {', '.join(self.products)}")
