@@ -15,7 +15,8 @@ from typing import Any
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering, workspacekind_pod_config_id
 from themelio_gpu.inputs.catalog.model import Lifecycle
 from themelio_gpu.inputs.catalog.names import Names
-from themelio_gpu.inputs.clusters.pool_contract import PoolContract, untolerated
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.k8s.scheduling import selector_mismatches, untolerated
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, requests_key
 
@@ -126,7 +127,7 @@ class NotebookChoices:
 
 def why_not_on(offering: ResolvedOffering, pool: PoolContract) -> str | None:
     """Why a pod with the offering's node selector and tolerations cannot run on the pool (None: it can)."""
-    mismatched = sorted(k for k, v in offering.node_selector.items() if pool.labels.get(k) != v)
+    mismatched = selector_mismatches(offering.node_selector, pool.labels)
     if mismatched:
         return f"pool {pool.name} lacks its node selector's {', '.join(mismatched)}"
     blocking = untolerated(offering_tolerations(offering), pool.taints)

@@ -37,12 +37,8 @@ from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
-from themelio_gpu.inputs.clusters.pool_contract import (
-    BLOCKING_EFFECTS,
-    DEPLOY_DEVICE_PLUGIN,
-    PoolContract,
-    TaintSpec,
-)
+from themelio_gpu.inputs.clusters.pool_contract import DEPLOY_DEVICE_PLUGIN, PoolContract
+from themelio_gpu.k8s.scheduling import BLOCKING_EFFECTS, TaintSpec
 from themelio_gpu.plan.quota import ClusterQuotaPlan, plan_quota
 
 if TYPE_CHECKING:

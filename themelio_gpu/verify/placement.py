@@ -23,24 +23,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from themelio_gpu.inputs.clusters.pool_contract import TaintSpec, tolerates, untolerated
-
-__all__ = ["Node", "PodScheduling", "requirement_matches", "tolerates", "untolerated_taints", "why_not"]
-
-# pkg/controller/daemon/util/daemonset_util.go AddOrUpdateDaemonPodTolerations: on every DaemonSet pod.
-DAEMONSET_TOLERATIONS: tuple[Mapping[str, str], ...] = (
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+from themelio_gpu.k8s.scheduling import (
+    TaintSpec,
+    daemonset_tolerations,
+    requirement_matches,
+    selector_mismatches,
+    text,
+    untolerated,
 )
-HOST_NETWORK_TOLERATION = {
-    "key": "node.kubernetes.io/network-unavailable",
-    "operator": "Exists",
-    "effect": "NoSchedule",
-}
+
+__all__ = ["Node", "PodScheduling", "untolerated_taints", "why_not"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +58,7 @@ class PodScheduling:
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         terms = None if required is None else tuple(required.get("nodeSelectorTerms") or ())
         return cls(
-            node_selector={str(k): _text(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+            node_selector={str(k): text(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             node_selector_terms=terms,
             tolerations=tuple(spec.get("tolerations") or ()),
             host_network=bool(spec.get("hostNetwork")),
@@ -77,44 +69,9 @@ class PodScheduling:
         return cls.of_pod_spec(((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {})
 
 
-def _text(value: object) -> str:
-    """A string field as the API server decodes it: JSON null becomes the empty string."""
-    return "" if value is None else str(value)
-
-
 def untolerated_taints(scheduling: PodScheduling, taints: Sequence[TaintSpec]) -> list[TaintSpec]:
-    tolerations = [*scheduling.tolerations, *DAEMONSET_TOLERATIONS]
-    if scheduling.host_network:
-        tolerations.append(HOST_NETWORK_TOLERATION)
+    tolerations = daemonset_tolerations(scheduling.tolerations, host_network=scheduling.host_network)
     return list(untolerated(tolerations, taints))
-
-
-def _integer(text: object) -> int | None:
-    try:
-        return int(str(text))
-    except ValueError:
-        return None
-
-
-def requirement_matches(requirement: Mapping[str, Any], value: str | None) -> bool:
-    """One matchExpressions/matchFields entry against the node's value for its key (None: no such key)."""
-    operator = requirement.get("operator")
-    values = [_text(v) for v in requirement.get("values") or ()]
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt"):
-        bound = _integer(values[0]) if len(values) == 1 else None
-        have = _integer(value) if value is not None else None
-        if bound is None or have is None:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False  # an unknown operator matches nothing (the API server would have refused it)
 
 
 def describe_requirement(requirement: Mapping[str, Any]) -> str:
@@ -150,10 +107,8 @@ def _missing(what: str, node: Node, key: str) -> str:
 def why_not(scheduling: PodScheduling, node: Node) -> list[str]:
     """Every reason the pod cannot run on the node; [] when it can."""
     reasons = []
-    for key, value in sorted(scheduling.node_selector.items()):
-        have = node.labels.get(key)
-        if have != value:
-            reasons.append(_missing(f"nodeSelector {key}={value}", node, key))
+    for key in selector_mismatches(scheduling.node_selector, node.labels):
+        reasons.append(_missing(f"nodeSelector {key}={scheduling.node_selector[key]}", node, key))
     if scheduling.node_selector_terms is not None:
         terms = scheduling.node_selector_terms
         results = [term_mismatches(term, node) for term in terms]

@@ -7,10 +7,9 @@ NodePools and the kubelet flags of provisioned nodes. See docs/cluster-definitio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import DEFAULT_TOLERATIONS
@@ -22,6 +21,7 @@ from themelio_gpu.inputs.catalog.products import (
     named_mig_layout,
 )
 from themelio_gpu.inputs.clusters.definition import NodePool
+from themelio_gpu.k8s.scheduling import TAINT_EFFECTS, TaintSpec, untolerated
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 GPU_PRESENT = "nvidia.com/gpu"
@@ -42,50 +42,7 @@ WELL_KNOWN_LABEL_KEYS = (
     DRA_KUBELET_PLUGIN,
     DEPLOY_DEVICE_PLUGIN,
 )
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
-"""The effects that keep a pod that does not tolerate the taint off the node (PreferNoSchedule only avoids it)."""
 DEFAULT_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
-
-
-@dataclass(frozen=True)
-class TaintSpec:
-    key: str
-    value: str
-    effect: str
-
-    def __str__(self) -> str:
-        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
-
-    def as_object(self) -> dict[str, str]:
-        """The taint as a Kubernetes API object: without a value, `value` is left out (Karpenter's NodePool
-        CRD refuses an empty one; core/v1 and Kueue read a missing value as empty)."""
-        if self.value:
-            return {"key": self.key, "value": self.value, "effect": self.effect}
-        return {"key": self.key, "effect": self.effect}
-
-
-def tolerates(toleration: Mapping[str, Any], taint: TaintSpec) -> bool:
-    """k8s.io/api/core/v1 Toleration.ToleratesTaint."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.effect:
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.key:
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        value = toleration.get("value")
-        return ("" if value is None else str(value)) == taint.value
-    return False
-
-
-def untolerated(tolerations: Iterable[Mapping[str, Any]], taints: Iterable[TaintSpec]) -> tuple[TaintSpec, ...]:
-    """The taints (NoSchedule, NoExecute) that keep a pod with these tolerations off a node."""
-    given = list(tolerations)
-    return tuple(t for t in taints if t.effect in BLOCKING_EFFECTS and not any(tolerates(x, t) for x in given))
 
 
 # What every offering tolerates unless the catalog says otherwise: the GPU taint, whatever its value.

@@ -12,6 +12,7 @@ from typing import Any
 
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
+from themelio_gpu.k8s.scheduling import toleration_covers
 
 OPERATOR_CHART = "gpu-operator"
 DRIVER_ROOT_OPERATOR = "/run/nvidia/driver"
@@ -47,22 +48,11 @@ def gpu_pool_tolerations(pools: Sequence[PoolContract], *, dra_only: bool = Fals
     return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in keys]
 
 
-def _covers(wide: Mapping[str, str], narrow: Mapping[str, str]) -> bool:
-    """True when every taint `narrow` tolerates is tolerated by `wide` too."""
-    if wide.get("effect", "") not in ("", narrow.get("effect", "")):
-        return False
-    if wide.get("key", "") not in ("", narrow.get("key", "")):
-        return False
-    if wide.get("operator", "Equal") == "Exists":
-        return True
-    return narrow.get("operator", "Equal") != "Exists" and wide.get("value", "") == narrow.get("value", "")
-
-
 def with_chart_defaults(
     defaults: Sequence[Mapping[str, str]], derived: Sequence[Mapping[str, str]]
 ) -> list[dict[str, str]]:
     """The chart's default tolerations that the derived ones do not already cover, then the derived ones."""
-    kept = [dict(d) for d in defaults if not any(_covers(t, d) for t in derived)]
+    kept = [dict(d) for d in defaults if not any(toleration_covers(t, d) for t in derived)]
     return kept + [dict(t) for t in derived]
 
 
