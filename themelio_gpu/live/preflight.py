@@ -36,13 +36,14 @@ from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.inputs.catalog.selectors import DRIVER as GPU_DRIVER
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
+from themelio_gpu.k8s.dra import serving_class
+from themelio_gpu.k8s.quota import devices_key
 from themelio_gpu.k8s.semver import Semver
 from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
 from themelio_gpu.plan.quota import (
     ClusterQuotaPlan,
     QuotaPath,
-    devices_key,
     mig_devices,
     plan_quota,
     whole_gpus,
@@ -565,9 +566,8 @@ def _live_class(item: Mapping[str, Any]) -> LiveClass:
 
 
 def winning_class(classes: Sequence[LiveClass]) -> LiveClass:
-    """The class the scheduler picks: the newest; on equal timestamps the name sorted first (KEP-5004)."""
-    newest = max(c.created for c in classes)
-    return min((c for c in classes if c.created == newest), key=lambda c: c.name)
+    """The class the scheduler picks (k8s/dra.py `serving_class`)."""
+    return serving_class(classes, created=lambda c: c.created, name=lambda c: c.name)
 
 
 def _installer(plan: ClusterPlan) -> str:

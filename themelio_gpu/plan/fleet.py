@@ -32,6 +32,13 @@ from themelio_gpu.inputs.clusters.files import clusters_beside_the_catalog, load
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
 from themelio_gpu.inputs.problems import Problem, Problems
 from themelio_gpu.inputs.yaml_input import add_positions, display_path, format_location
+from themelio_gpu.k8s.dra import (
+    EXTENDED_RESOURCE_GATE,
+    RESOURCE_API_MINOR,
+    RESOURCE_API_VERSION,
+    extended_resource_gate,
+    extended_resource_on_by_default_from,
+)
 from themelio_gpu.plan import dra_mode, kueue, renames
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
@@ -492,31 +499,33 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
     """resource.k8s.io/v1 needs 1.34; extendedResourceName needs DRAExtendedResource (KEP-5004)."""
     minor = cluster.minor_version
     gate = cluster.feature_gates.dra_extended_resource
-    if minor < 34 and not cluster.dra_by_gpu_operator:  # that mode says why itself (dra_mode.py)
+    stage = extended_resource_gate(minor)
+    if minor < RESOURCE_API_MINOR and not cluster.dra_by_gpu_operator:  # that mode says why itself (dra_mode.py)
         problems.add(
             file,
             "kubernetesVersion",
             f"cluster {cluster.name} runs Kubernetes {cluster.kubernetes_version}, but DeviceClasses need "
-            "resource.k8s.io/v1 (Kubernetes 1.34 or later). Upgrade the cluster, or set dra: false on every pool",
+            f"{RESOURCE_API_VERSION} (Kubernetes 1.{RESOURCE_API_MINOR} or later). Upgrade the cluster, or set dra: "
+            "false on every pool",
         )
-    elif minor in (34, 35):
+    elif stage is not None and not stage.on_by_default:
         missing = [c.value for c in ALL_COMPONENTS if gate is None or not gate.enabled or c not in gate.components]
         if missing:
             problems.add(
                 file,
-                "featureGates.DRAExtendedResource",
-                f"cluster {cluster.name} runs Kubernetes {cluster.kubernetes_version}, where DRAExtendedResource is "
-                "alpha and off: without it the API server silently drops spec.extendedResourceName and GPU requests "
-                f"are never satisfied. Enable the gate on {', '.join(missing)} and declare it here "
-                "(featureGates.DRAExtendedResource.components), or upgrade to 1.36",
+                f"featureGates.{EXTENDED_RESOURCE_GATE}",
+                f"cluster {cluster.name} runs Kubernetes {cluster.kubernetes_version}, where {EXTENDED_RESOURCE_GATE} "
+                f"is {stage.describe()}: without it the API server silently drops spec.extendedResourceName and GPU "
+                f"requests are never satisfied. Enable the gate on {', '.join(missing)} and declare it here "
+                f"(featureGates.{EXTENDED_RESOURCE_GATE}.components), or upgrade to "
+                f"1.{extended_resource_on_by_default_from()}",
             )
-    elif gate is not None and not gate.enabled:
-        stage = "beta and on by default" if minor == 36 else "GA and locked on"
+    elif stage is not None and gate is not None and not gate.enabled:
         problems.add(
             file,
-            "featureGates.DRAExtendedResource.enabled",
-            f"DRAExtendedResource is {stage} in {cluster.kubernetes_version}; extended resource names need it on"
-            + (" (it cannot be turned off)" if minor >= 37 else ""),
+            f"featureGates.{EXTENDED_RESOURCE_GATE}.enabled",
+            f"{EXTENDED_RESOURCE_GATE} is {stage.describe()} in {cluster.kubernetes_version}; extended resource "
+            "names need it on" + (" (it cannot be turned off)" if stage.locked else ""),
         )
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from themelio_gpu.inputs.catalog.names import Names
+from themelio_gpu.k8s.dra import RESOURCE_API_VERSION
 from themelio_gpu.plan.fleet import DeviceClassSpec
 
-DEVICE_CLASS_API_VERSION = "resource.k8s.io/v1"
+DEVICE_CLASS_API_VERSION = RESOURCE_API_VERSION
 
 
 def device_class_manifest(spec: DeviceClassSpec, names: Names) -> dict[str, Any]:

@@ -1,7 +1,6 @@
 """The quota planner: the ResourceQuota keys that close every way a namespace can take a cluster's GPUs.
 
-How Kubernetes charges a GPU (pkg/quota/v1/evaluator/core, pods.go and resource_claims.go, 1.34-1.37 with
-DRAExtendedResource on in kube-apiserver and kube-controller-manager):
+How Kubernetes charges a GPU (`themelio_gpu/k8s/quota.py` holds the keys):
 - a pod's extended resource request `N` (served by DRA or by a device plugin) is charged to `requests.N`,
   and a pod's implicit name `deviceclass.resource.kubernetes.io/C` to
   `requests.deviceclass.resource.kubernetes.io/C`, when the pod is created;
@@ -34,26 +33,13 @@ from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS
 from themelio_gpu.inputs.catalog.products import GpuProduct, mig_profile_resource_spelling
+from themelio_gpu.k8s.dra import implicit_name
+from themelio_gpu.k8s.quota import class_charges, device_plugin_charges, devices_key, requests_key
 
 if TYPE_CHECKING:  # fleet.py plans the quotas of a cluster to check what its consumers' objects can hold
     from themelio_gpu.plan.fleet import ClusterPlan
 
-REQUESTS_PREFIX = "requests."
-IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
-DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 DEVICE_PLUGIN_GPU = "nvidia.com/gpu"
-
-
-def requests_key(resource: str) -> str:
-    return f"{REQUESTS_PREFIX}{resource}"
-
-
-def implicit_key(device_class: str) -> str:
-    return f"{REQUESTS_PREFIX}{IMPLICIT_PREFIX}{device_class}"
-
-
-def devices_key(device_class: str) -> str:
-    return f"{device_class}{DEVICES_SUFFIX}"
 
 
 # --- Devices ---------------------------------------------------------------------------------------------
@@ -110,18 +96,15 @@ class QuotaPath:
     def charged_keys(self) -> tuple[str, ...]:
         """Every key Kubernetes charges for a device taken through this path (see the module docstring)."""
         if self.device_plugin:
-            return (requests_key(self.name),)
-        keys = [devices_key(self.name), implicit_key(self.name)]
-        if self.extended_resource_name:
-            keys.append(requests_key(self.extended_resource_name))
-        return tuple(keys)
+            return device_plugin_charges(self.name)
+        return class_charges(self.name, self.extended_resource_name)
 
     @property
     def label(self) -> str:
         if self.device_plugin:
             return f"{self.name} from the device plugin"
         routes = [self.extended_resource_name] if self.extended_resource_name else []
-        routes += [f"{IMPLICIT_PREFIX}{self.name}", "ResourceClaims"]
+        routes += [implicit_name(self.name), "ResourceClaims"]
         return f"class {self.name} ({', '.join(routes)})"
 
 
@@ -378,20 +361,15 @@ def grant_notes(quota: ClusterQuotaPlan, plan: ClusterPlan, grants: Mapping[str,
 
 
 __all__ = [
-    "DEVICES_SUFFIX",
-    "IMPLICIT_PREFIX",
     "ClusterQuotaPlan",
     "DeviceKind",
     "Grant",
     "QuotaPath",
-    "devices_key",
     "driver_class_devices",
     "grant_notes",
-    "implicit_key",
     "mig_devices",
     "offering_devices",
     "plan_quota",
-    "requests_key",
     "resolve_grants",
     "whole_gpus",
 ]

@@ -20,6 +20,7 @@ from typing import Any
 from themelio_gpu import interrupts
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.k8s.dra import implicit_name
 from themelio_gpu.k8s.scheduling import untolerated
 from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan
@@ -295,7 +296,7 @@ def _other_paths(
     not_gpu = {path.name for path in quota.not_gpu}
     classes = sorted({c.name for c in plan.device_classes} | {c.name for c in plan.driver_classes})
     for device_class in classes:
-        implicit = f"deviceclass.resource.kubernetes.io/{device_class}"
+        implicit = implicit_name(device_class)
         paths.append((f"pod asking for {implicit}", {"limits": {implicit: "1"}}, device_class in not_gpu))
         paths.append((f"ResourceClaim of {device_class}", {"claim": device_class}, device_class in not_gpu))
     return paths

@@ -13,13 +13,13 @@ import yaml
 
 from themelio_gpu.charts.helm import ChartError, run_helm
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
+from themelio_gpu.k8s.dra import RESOURCE_API_MINOR, RESOURCE_API_VERSION
 from themelio_gpu.plan.fleet import HelmReleaseSpec
 from themelio_gpu.plan.helm.known_values import render_values_yaml
 
 # The API server serves these; helm template cannot discover them, and some charts branch on them
 # (gpu-operator v26.7.0 refuses its GPUCluster without DeviceClass).
-RESOURCE_API_MINOR = 34
-RESOURCE_API_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1/DeviceClass")
+RESOURCE_API_VERSIONS = (RESOURCE_API_VERSION, f"{RESOURCE_API_VERSION}/DeviceClass")
 # libyaml when present: the charts' CRDs are megabytes of YAML.
 _LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
