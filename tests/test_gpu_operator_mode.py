@@ -20,10 +20,9 @@ from tests.builders import cluster, fleet_of, plan_of, problems_of
 from tests.conftest import FIXTURES
 from themelio_gpu.dryrun.cluster_match import classes_for_cluster, match_cluster
 from themelio_gpu.dryrun.resourceslices import load_resourceslices
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
-from themelio_gpu.inputs.clusters.pool_contract import MIG_CONFIG
+from themelio_gpu.k8s.nvidia import GPU_CLASS, MIG_CONFIG
 from themelio_gpu.live.preflight import expected_device_classes
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
 from themelio_gpu.plan.helm.values import CONTROL_PLANE_TOLERATION, gpu_pool_tolerations
@@ -107,11 +106,11 @@ def test_every_served_name_is_advertised_by_exactly_one_class(fleet: Fleet, name
 
 def test_the_operator_class_maps_no_name_so_ours_maps_nvidia_gpu(fleet: Fleet) -> None:
     plan = plan_of(fleet, "gpu-next")
-    (gpu,) = [d for d in plan.driver_classes if d.name == CHART_GPU_CLASS]
+    (gpu,) = [d for d in plan.driver_classes if d.name == GPU_CLASS]
     assert gpu.extended_resource_name is None
     (ours,) = [c for c in plan.device_classes if c.extended_resource_name == "nvidia.com/gpu"]
-    assert ours.name == GENERIC_GPU_CLASS != CHART_GPU_CLASS
-    assert ours.selector == CHART_CLASS_SELECTORS[CHART_GPU_CLASS]  # any whole GPU, as the chart's class
+    assert ours.name == GENERIC_GPU_CLASS != GPU_CLASS
+    assert ours.selector == CHART_CLASS_SELECTORS[GPU_CLASS]  # any whole GPU, as the chart's class
     assert ours.offering == "nvidia.com/gpu" and not ours.is_alias
 
 
@@ -126,7 +125,7 @@ def test_installer_classes_follow_compute_domains(fleet: Fleet) -> None:
 def test_chart_mode_keeps_the_charts_mapping_and_no_class_of_ours(tmp_path: Path) -> None:
     (plan,) = fleet_of(tmp_path, cluster(offerings=["nvidia.com/a100", "nvidia.com/gpu"])).clusters
     assert GENERIC_GPU_CLASS not in {c.name for c in plan.device_classes}
-    (gpu,) = [d for d in plan.driver_classes if d.name == CHART_GPU_CLASS]
+    (gpu,) = [d for d in plan.driver_classes if d.name == GPU_CLASS]
     assert gpu.extended_resource_name == "nvidia.com/gpu"
     assert advertisers(plan) == Counter(plan.advertised_names)
 
@@ -143,10 +142,10 @@ def test_no_pool_gets_the_mig_manager_label(fleet: Fleet) -> None:
 def test_offline_match_and_preflight_expect_our_class_for_nvidia_gpu(fleet: Fleet) -> None:
     plan = plan_of(fleet, "gpu-next")
     expected = {c.name: c.extended_resource_name for c in expected_device_classes(plan)}
-    assert expected["any-gpu.gpu.themelio.io"] == "nvidia.com/gpu" and CHART_GPU_CLASS not in expected
+    assert expected["any-gpu.gpu.themelio.io"] == "nvidia.com/gpu" and GPU_CLASS not in expected
     under_test = {c.name: c for c in classes_for_cluster(plan)}
     assert under_test[GENERIC_GPU_CLASS].shares_devices
-    assert under_test[CHART_GPU_CLASS].offering is None  # the operator's class serves no offering
+    assert under_test[GPU_CLASS].offering is None  # the operator's class serves no offering
     slices = FIXTURES / "resourceslices"
     devices = [d for f in ("h100-node.yaml", "a100-40gb-mig-node.yaml") for d in load_resourceslices(slices / f)]
     report = match_cluster(plan, devices)

@@ -12,15 +12,12 @@ import pytest
 from tests.builders import cluster, fleet_of
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.k8s.nvidia import DEPLOY_CLIENT, DEPLOY_MIG_MANAGER, DRIVER_OWNER, GPU_PRESENT, GPU_TOLERATION
 from themelio_gpu.k8s.scheduling import TaintSpec
 from themelio_gpu.plan.fleet import ClusterPlan
-from themelio_gpu.plan.helm.values import DEPLOY_CLIENT, GPU_TOLERATION
 from themelio_gpu.verify.operator_model import (
     DRA_PLUGIN,
-    DRIVER_OWNER,
     GPU_CLUSTER_STATE_LABELS,
-    GPU_PRESENT,
-    MIG_MANAGER_LABEL,
     UNMODELLED,
     ClusterPolicyMode,
     GPUClusterMode,
@@ -112,13 +109,13 @@ def test_mig_manager_label_needs_gfd_on_a_mig_capable_gpu(tmp_path: Path) -> Non
     (tmp_path / "b").mkdir()
     a100 = plan_of(tmp_path / "b").pools[0]
     mode = ClusterPolicyMode(policy(), "v26.3.3")
-    assert MIG_MANAGER_LABEL not in mode.label({PCI: "true"}, set(), a100)  # GFD has not run
+    assert DEPLOY_MIG_MANAGER not in mode.label({PCI: "true"}, set(), a100)  # GFD has not run
     with_gfd = mode.label({PCI: "true"}, {"gpu-feature-discovery"}, a100)
-    assert with_gfd[MIG_MANAGER_LABEL] == "true"
+    assert with_gfd[DEPLOY_MIG_MANAGER] == "true"
     assert with_gfd["nvidia.com/mig.capable"] == "true"
     assert with_gfd["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-40GB"
     a10g = mode.label({PCI: "true"}, {"gpu-feature-discovery"}, pools[0])
-    assert a10g["nvidia.com/mig.capable"] == "false" and MIG_MANAGER_LABEL not in a10g
+    assert a10g["nvidia.com/mig.capable"] == "false" and DEPLOY_MIG_MANAGER not in a10g
 
 
 def test_operands_take_the_policy_tolerations_or_the_operator_default() -> None:
@@ -224,7 +221,7 @@ def test_settling_follows_nfd_then_the_operator_then_gfd(a100: PoolContract) -> 
     node = Node("n", {"nvidia.com/gpu": "true"}, a100.taints)
     settled = settle(node, workloads, mode, {"sources": {"pci": {"deviceLabelFields": ["vendor"]}}}, a100)
     assert settled is not None
-    assert settled.labels[PCI] == "true" and settled.labels[MIG_MANAGER_LABEL] == "true"
+    assert settled.labels[PCI] == "true" and settled.labels[DEPLOY_MIG_MANAGER] == "true"
     mig_manager = next(w for w in workloads if w.role is Role.MIG_MANAGER)
     assert place(mig_manager, Expect.MUST, [settled]).ok is True
     # Without NFD's worker on the node nothing follows, so the MIG Manager is proven missing.
@@ -325,13 +322,13 @@ def test_gpu_cluster_honours_set_state_labels_and_sweeps_the_device_plugin_stack
         "nvidia.com/gpu.deploy.dra-driver": "false",  # opts the node out
         "nvidia.com/gpu.deploy.dra-validator": "",  # a driver-manager leftover counts as unset
         DEVICE_PLUGIN: "false",
-        MIG_MANAGER_LABEL: "true",
+        DEPLOY_MIG_MANAGER: "true",
         "nvidia.com/gpu.deploy.operands": "false",  # a ClusterPolicy setting: not read in this mode
     }
     labels = mode.label(given, set(), a100)
     assert labels["nvidia.com/gpu.deploy.dra-driver"] == "false"
     assert labels["nvidia.com/gpu.deploy.dra-validator"] == "true"
-    assert DEVICE_PLUGIN not in labels and MIG_MANAGER_LABEL not in labels
+    assert DEVICE_PLUGIN not in labels and DEPLOY_MIG_MANAGER not in labels
     assert labels["nvidia.com/gpu.deploy.dcgm-exporter-dra"] == "true"
 
 

@@ -16,15 +16,16 @@ from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_
 from themelio_gpu.dryrun.trial import violations
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, ServedBy
+from themelio_gpu.inputs.catalog.model import ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
+from themelio_gpu.k8s.nvidia import GPU, GPU_CLASS, MIG_CLASS
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 
 
 def _chart_served(offerings: Iterable[ResolvedOffering], with_aliases: bool) -> bool:
     """Whether the catalog relies on a chart-served name (`nvidia.com/gpu`) in these offerings."""
     return any(
-        name == CHART_SERVED_NAME
+        name == GPU
         for o in offerings
         for name, served_by in ((o.name, o.served_by), *((a.name, a.served_by) for a in o.aliases if with_aliases))
         if served_by is ServedBy.dra_driver_chart
@@ -35,16 +36,16 @@ def _driver_classes(drivers: Iterable[DriverClass], chart_served: bool) -> list[
     """The installer's GPU classes; `gpu.nvidia.com` counts as an offering when it maps the relied-on name."""
     classes = []
     for driver in drivers:
-        if driver.name == CHART_GPU_CLASS:
-            serves = chart_served and driver.extended_resource_name == CHART_SERVED_NAME
+        if driver.name == GPU_CLASS:
+            serves = chart_served and driver.extended_resource_name == GPU
             # Any whole GPU: the generic legacy name shares its devices with the product offerings.
-            offering = CHART_SERVED_NAME if serves else None
+            offering = GPU if serves else None
             classes.append(
                 ClassUnderTest(
                     driver.name, driver.extended_resource_name, [driver.selector], offering, shares_devices=True
                 )
             )
-        elif driver.name == "mig.nvidia.com":
+        elif driver.name == MIG_CLASS:
             classes.append(ClassUnderTest(driver.name, None, [driver.selector], None))
     return classes
 

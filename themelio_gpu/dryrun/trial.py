@@ -23,10 +23,11 @@ from pathlib import Path
 from themelio_gpu.dryrun.match import ClassUnderTest, DeviceRef, match_classes
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_resourceslices
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.model import ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
-from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS, DRIVER
+from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.k8s.nvidia import DRA_DRIVER, GPU_CLASS
 from themelio_gpu.k8s.quantity import Quantity, parse_quantity
 from themelio_gpu.k8s.semver import Semver, parse_semver
 from themelio_gpu.words import count
@@ -89,7 +90,7 @@ def _gib(quantity: Quantity) -> str:
 
 def _class_of(offering: ResolvedOffering) -> ClassUnderTest:
     if offering.served_by is ServedBy.dra_driver_chart:
-        selector = CHART_CLASS_SELECTORS[CHART_GPU_CLASS]
+        selector = CHART_CLASS_SELECTORS[GPU_CLASS]
     else:
         selector = offering.selector
     # Sharing devices is what a trial compares, not a problem here (match and the catalog judge overlaps).
@@ -104,8 +105,8 @@ def _version(device: Device, name: str) -> Semver | None:
 def violations(offering: ResolvedOffering, device: Device, products: Mapping[str, GpuProduct]) -> list[str]:
     """Why `device` does not meet `offering`'s definition, read from its attributes (no CEL)."""
     found: list[str] = []
-    if device.driver != DRIVER:
-        return [f"driver {device.driver}, not {DRIVER}"]
+    if device.driver != DRA_DRIVER:
+        return [f"driver {device.driver}, not {DRA_DRIVER}"]
     capability = offering.capability
     wanted_type = "mig" if offering.is_mig else "gpu"
     if device.device_type != wanted_type:
@@ -148,10 +149,10 @@ def violations(offering: ResolvedOffering, device: Device, products: Mapping[str
 def run_trial(
     catalog: Catalog, offerings: Sequence[ResolvedOffering], devices: Sequence[Device], source: str
 ) -> TrialReport:
-    gpu_devices = [d for d in devices if d.driver == DRIVER]
+    gpu_devices = [d for d in devices if d.driver == DRA_DRIVER]
     other: dict[str, int] = {}
     for device in devices:
-        if device.driver != DRIVER:
+        if device.driver != DRA_DRIVER:
             other[device.driver] = other.get(device.driver, 0) + 1
     report = match_classes([_class_of(o) for o in offerings], gpu_devices)
     by_key = {_key(d): d for d in gpu_devices}

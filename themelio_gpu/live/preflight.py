@@ -31,12 +31,12 @@ from kubernetes.config.config_exception import ConfigException
 from themelio_gpu.dryrun.cluster_match import match_cluster
 from themelio_gpu.dryrun.match import MatchReport
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, parse_resourceslices
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.model import ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
-from themelio_gpu.inputs.catalog.selectors import DRIVER as GPU_DRIVER
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
-from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.dra import serving_class
+from themelio_gpu.k8s.nvidia import DEPLOY_DEVICE_PLUGIN, DRA_DRIVER, DRA_KUBELET_PLUGIN, GPU_CLASS
 from themelio_gpu.k8s.quota import devices_key
 from themelio_gpu.k8s.semver import Semver
 from themelio_gpu.plan import dra_mode
@@ -61,7 +61,6 @@ CLUSTER_POLICIES = "/apis/nvidia.com/v1/clusterpolicies"
 RESOURCE_QUOTAS = "/api/v1/resourcequotas"
 PROBE_NAME_PREFIX = "themelio-preflight-probe-"
 PROBE_RESOURCE_NAME = "preflight.themelio.io/probe"
-DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 
 # (connect, read) seconds: a preflight must not hang on an unreachable or overloaded API server.
 REQUEST_TIMEOUT = (10, 60)
@@ -631,11 +630,7 @@ def check_device_classes(plan: ClusterPlan, api: Api, report: Report) -> tuple[L
         verdict = f"{winner.name}, created later, wins"
         if planned is not None and planned != winner.name:
             verdict += f", not the planned {planned}"
-        if (
-            planned == winner.name
-            and planned != CHART_GPU_CLASS
-            and {c.name for c in classes} == {planned, CHART_GPU_CLASS}
-        ):
+        if planned == winner.name and planned != GPU_CLASS and {c.name for c in classes} == {planned, GPU_CLASS}:
             # servedBy: catalog for the chart's own name: replacing gpu.nvidia.com is deliberate.
             report.warn(
                 f"extended-resource {resource}",
@@ -794,7 +789,7 @@ def check_driver_version(devices: Sequence[Device], report: Report) -> None:
     versions: dict[str, set[str]] = defaultdict(set)
     old: set[str] = set()
     for device in devices:
-        version = device.attribute("driverVersion") if device.driver == GPU_DRIVER else None
+        version = device.attribute("driverVersion") if device.driver == DRA_DRIVER else None
         if isinstance(version, Semver):
             versions[str(version)].add(device.node)
             if version.major < dra_mode.MIN_DRIVER_MAJOR:
@@ -843,7 +838,7 @@ def _selects_gpus(cls: LiveClass) -> bool:
     """False only for a class whose selectors pin another driver (compute-domain channels and daemons)."""
     for selector in cls.selectors:
         match = _DRIVER_TEST.match(selector)
-        if match and match.group(1) != CHART_GPU_CLASS:
+        if match and match.group(1) != GPU_CLASS:
             return False
     return True
 

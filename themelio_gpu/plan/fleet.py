@@ -17,12 +17,11 @@ from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
+from themelio_gpu.inputs.catalog.model import ServedBy
 from themelio_gpu.inputs.catalog.names import BUILT_IN_NAMESPACES, DEFAULT_NAMES, Names
 from themelio_gpu.inputs.catalog.products import (
     PRODUCTS,
     GpuProduct,
-    mig_profile_resource_spelling,
     unknown_product_message,
 )
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
@@ -39,6 +38,7 @@ from themelio_gpu.k8s.dra import (
     extended_resource_gate,
     extended_resource_on_by_default_from,
 )
+from themelio_gpu.k8s.nvidia import GPU_CLASS, device_plugin_resource
 from themelio_gpu.plan import dra_mode, kueue, renames
 from themelio_gpu.plan.helm import values as helm_values
 from themelio_gpu.plan.helm.known_values import (
@@ -362,7 +362,7 @@ def _classes_of(
         if served_by is ServedBy.catalog:
             classes.append(DeviceClassSpec(device_class, name, offering.selector, offering.name, is_alias))
         elif by_operator:
-            selector = CHART_CLASS_SELECTORS[CHART_GPU_CLASS]
+            selector = CHART_CLASS_SELECTORS[GPU_CLASS]
             classes.append(DeviceClassSpec(names.generic_gpu_class, name, selector, offering.name, is_alias))
     return classes
 
@@ -529,20 +529,14 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
         )
 
 
-def _device_plugin_name(mig_profile: str | None) -> str:
-    if mig_profile is None:
-        return "nvidia.com/gpu"
-    return f"nvidia.com/mig-{mig_profile_resource_spelling(mig_profile)}"
-
-
 def _device_plugin_names(offering: ResolvedOffering, pool: PoolContract) -> list[str]:
     """The names the device plugin would advertise on `pool` for the devices `offering` selects."""
     if offering.capability is None:
-        return [_device_plugin_name(offering.mig_profile)]
+        return [device_plugin_resource(offering.mig_profile)]
     if pool.mig_devices is None:
-        return [_device_plugin_name(None)]
+        return [device_plugin_resource(None)]
     taken = set(offering.takes)
-    return [_device_plugin_name(p) for p in pool.mig_devices if DeviceKind(pool.product.key, p) in taken]
+    return [device_plugin_resource(p) for p in pool.mig_devices if DeviceKind(pool.product.key, p) in taken]
 
 
 def _pool_misses(

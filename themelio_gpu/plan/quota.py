@@ -31,15 +31,21 @@ from typing import TYPE_CHECKING
 
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS
-from themelio_gpu.inputs.catalog.products import GpuProduct, mig_profile_resource_spelling
+from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.k8s.dra import implicit_name
+from themelio_gpu.k8s.nvidia import (
+    COMPUTE_DOMAIN_CHANNEL_CLASS,
+    COMPUTE_DOMAIN_DAEMON_CLASS,
+    GPU,
+    GPU_CLASS,
+    MIG_CLASS,
+    VFIO_CLASS,
+    mig_resource,
+)
 from themelio_gpu.k8s.quota import class_charges, device_plugin_charges, devices_key, requests_key
 
 if TYPE_CHECKING:  # fleet.py plans the quotas of a cluster to check what its consumers' objects can hold
     from themelio_gpu.plan.fleet import ClusterPlan
-
-DEVICE_PLUGIN_GPU = "nvidia.com/gpu"
 
 
 # --- Devices ---------------------------------------------------------------------------------------------
@@ -67,11 +73,11 @@ def driver_class_devices(products: Mapping[str, GpuProduct]) -> dict[str, frozen
     and which extended resource name they map, is `ClusterPlan.driver_classes` (per installer and settings)."""
     whole = whole_gpus(products)
     return {
-        CHART_GPU_CLASS: whole,
-        "mig.nvidia.com": mig_devices(products),
-        "vfio.gpu.nvidia.com": whole,  # whole GPUs bound to vfio-pci for passthrough
-        "compute-domain-daemon.nvidia.com": frozenset(),  # IMEX daemons, not GPUs
-        "compute-domain-default-channel.nvidia.com": frozenset(),  # IMEX channels, not GPUs
+        GPU_CLASS: whole,
+        MIG_CLASS: mig_devices(products),
+        VFIO_CLASS: whole,  # whole GPUs bound to vfio-pci for passthrough
+        COMPUTE_DOMAIN_DAEMON_CLASS: frozenset(),  # IMEX daemons, not GPUs
+        COMPUTE_DOMAIN_CHANNEL_CLASS: frozenset(),  # IMEX channels, not GPUs
     }
 
 
@@ -255,10 +261,10 @@ def _device_plugin_paths(plan: ClusterPlan) -> list[QuotaPath]:
         if pool.dra:
             continue
         if pool.mig_devices is None:
-            kinds.setdefault(DEVICE_PLUGIN_GPU, set()).add(DeviceKind(pool.product.key))
+            kinds.setdefault(GPU, set()).add(DeviceKind(pool.product.key))
         else:
             for profile in pool.mig_devices:
-                name = f"nvidia.com/mig-{mig_profile_resource_spelling(profile)}"
+                name = mig_resource(profile)
                 kinds.setdefault(name, set()).add(DeviceKind(pool.product.key, profile))
     return [QuotaPath(n, True, n, frozenset(k), "device-plugin") for n, k in sorted(kinds.items())]
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from themelio_gpu.inputs.catalog.products import GpuProduct, canonical_mig_profile, mig_profile_shape
-from themelio_gpu.inputs.catalog.selectors import DRIVER
 from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.k8s.nvidia import DRA_DRIVER, device_plugin_resource
 from themelio_gpu.plan.fleet import ClusterPlan
 
 SYSTEM_NODE = "system-0"
@@ -143,9 +143,9 @@ def resource_slice(node: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER}"},
+        "metadata": {"name": f"{node}-{DRA_DRIVER}"},
         "spec": {
-            "driver": DRIVER,
+            "driver": DRA_DRIVER,
             "nodeName": node,
             "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
             "devices": devices,
@@ -204,7 +204,7 @@ def _allocatable(contract: PoolContract) -> dict[str, str]:
     # The device plugin: whole GPUs as nvidia.com/gpu, MIG devices per profile as nvidia.com/mig-<profile> (its
     # mixed strategy, what the GPU Operator's MIG Manager sets up beside the plugin).
     for unit, count in contract.devices_per_node().items():
-        name = "nvidia.com/gpu" if unit == "gpu" else f"nvidia.com/mig-{unit}"
+        name = device_plugin_resource(None if unit == "gpu" else unit)
         allocatable[name] = str(count)
     return allocatable
 

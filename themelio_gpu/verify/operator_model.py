@@ -52,22 +52,28 @@ from typing import Any, Protocol
 
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
-from themelio_gpu.plan.helm.values import DEPLOY_CLIENT, GPU_CLIENT_OPERATOR, GPU_TOLERATION, version_tuple
+from themelio_gpu.k8s.nvidia import (
+    DEPLOY,
+    DEPLOY_CLIENT,
+    DEPLOY_MIG_MANAGER,
+    DEPLOY_OPERANDS,
+    DRIVER_OWNER,
+    GPU_COUNT,
+    GPU_PRESENT,
+    GPU_PRODUCT,
+    GPU_TOLERATION,
+    MIG_CAPABLE,
+)
+from themelio_gpu.plan.helm.values import GPU_CLIENT_OPERATOR, version_tuple
 from themelio_gpu.plan.manifests import DEVICE_CLASS_API_VERSION
 from themelio_gpu.verify.placement import PodScheduling
 from themelio_gpu.verify.workloads import NFD_LABEL_PREFIX, NFD_OS_LABELS, Role, Workload
 
-GPU_PRESENT = "nvidia.com/gpu.present"
 NFD_GPU_LABELS = (
     "feature.node.kubernetes.io/pci-10de.present",
     "feature.node.kubernetes.io/pci-0302_10de.present",
     "feature.node.kubernetes.io/pci-0300_10de.present",
 )
-DEPLOY = "nvidia.com/gpu.deploy."
-DEPLOY_OPERANDS = "nvidia.com/gpu.deploy.operands"
-MIG_MANAGER_LABEL = "nvidia.com/gpu.deploy.mig-manager"
-MIG_CAPABLE = "nvidia.com/mig.capable"
-GPU_PRODUCT = "nvidia.com/gpu.product"
 GFD = "gpu-feature-discovery"
 
 
@@ -152,7 +158,7 @@ def gfd_labels(pool: PoolContract, mig_strategy: str) -> dict[str, str]:
     product = pool.product
     return {
         GPU_PRODUCT: product.product_names[0].replace(" ", "-"),
-        "nvidia.com/gpu.count": str(pool.gpus_per_node),
+        GPU_COUNT: str(pool.gpus_per_node),
         MIG_CAPABLE: "true" if product.supports_mig else "false",
         "nvidia.com/mig.strategy": mig_strategy,
     }
@@ -243,18 +249,17 @@ class ClusterPolicyMode:
         for key in self.state_labels:
             if key not in labels or (self.empty_is_unset and labels[key] == ""):
                 labels[key] = "true"
-        if mig_capable(labels) and MIG_MANAGER_LABEL not in labels:
-            labels[MIG_MANAGER_LABEL] = "true"
+        if mig_capable(labels) and DEPLOY_MIG_MANAGER not in labels:
+            labels[DEPLOY_MIG_MANAGER] = "true"
         return labels
 
     def _without_state_labels(self, labels: dict[str, str]) -> dict[str, str]:
-        return {k: v for k, v in labels.items() if k not in self.state_labels and k != MIG_MANAGER_LABEL}
+        return {k: v for k, v in labels.items() if k not in self.state_labels and k != DEPLOY_MIG_MANAGER}
 
 
 # --- the GPUCluster mode (v26.7.0) -------------------------------------------------------------------------
 
 DRA_PLUGIN = "nvidia-dra-driver-kubelet-plugin"
-DRIVER_OWNER = "nvidia.com/gpu-operator.driver.owner"
 GPU_CLUSTER_STATE_LABELS = tuple(
     DEPLOY + o for o in ("driver", "dra-driver", "dra-validator", "dcgm-dra", "dcgm-exporter-dra")
 )

@@ -12,9 +12,6 @@ from types import MappingProxyType
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind, ResolvedCapability, whole_gpu_kinds
 from themelio_gpu.inputs.catalog.model import (
-    CHART_DEVICE_CLASSES,
-    CHART_GPU_CLASS,
-    CHART_SERVED_NAME,
     Capability,
     CatalogFile,
     Constraints,
@@ -35,8 +32,8 @@ from themelio_gpu.inputs.catalog.selectors import capability_selector, gpu_selec
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.secrets import find_secrets
 from themelio_gpu.inputs.yaml_input import add_positions, format_location, load_yaml_document, validate_model
+from themelio_gpu.k8s.nvidia import CHART_DEVICE_CLASSES, GPU, GPU_CLASS
 
-GPU_TAINT_KEY = "nvidia.com/gpu"
 # Kubeflow Notebooks 2.0 (v2.0.0-beta.0): WorkspaceKind podConfig.values[].id, maxLength 256; the list is keyed
 # on id (x-kubernetes-list-map-keys), so two options with one id are refused by the API server.
 POD_CONFIG_ID_MAX_LENGTH = 256
@@ -135,13 +132,13 @@ def workspacekind_pod_config_id(name: str) -> str:
 
 def default_node_selector(product: GpuProduct | None, mig: bool) -> dict[str, str]:
     """The pool labels that steer a workload to this offering (see GpuNodePool's label contract)."""
-    selector = {"nvidia.com/gpu": "true", "mig_enabled": "true" if mig else "false"}
+    selector = {GPU: "true", "mig_enabled": "true" if mig else "false"}
     if product is not None:
         selector["accelerator"] = product.accelerator
     return dict(sorted(selector.items()))
 
 
-DEFAULT_TOLERATIONS = (Toleration(key=GPU_TAINT_KEY, operator="Exists", effect="NoSchedule"),)
+DEFAULT_TOLERATIONS = (Toleration(key=GPU, operator="Exists", effect="NoSchedule"),)
 
 
 def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) -> Catalog | None:
@@ -215,21 +212,21 @@ def _with_overlaps(
 
 
 def _served_by(name: str, given: ServedBy | None, file: str, where: str, problems: Problems) -> ServedBy:
-    if name == CHART_SERVED_NAME and given is None:
+    if name == GPU and given is None:
         problems.add(
             file,
             where,
-            f"say how {CHART_SERVED_NAME} is served: the DRA driver chart's class {CHART_GPU_CLASS} already "
+            f"say how {GPU} is served: the DRA driver chart's class {GPU_CLASS} already "
             f"advertises it (chart 25.12.0 and later). Set servedBy: dra-driver-chart to use it, or "
             "servedBy: catalog for a class of this catalog, which only clusters whose GPU Operator manages the "
             "DRA driver (draDriver.managedBy: gpu-operator) can serve: elsewhere the chart's class maps it too",
         )
     served_by = given or ServedBy.catalog
-    if served_by is ServedBy.dra_driver_chart and name != CHART_SERVED_NAME:
+    if served_by is ServedBy.dra_driver_chart and name != GPU:
         problems.add(
             file,
             f"{where}.servedBy",
-            f"the DRA driver chart serves only {CHART_SERVED_NAME}; {name} needs servedBy: catalog",
+            f"the DRA driver chart serves only {GPU}; {name} needs servedBy: catalog",
         )
     return served_by
 
@@ -238,11 +235,9 @@ def _device_class(
     name: str, given: str | None, served_by: ServedBy, file: str, where: str, problems: Problems, names: Names
 ) -> str:
     if served_by is ServedBy.dra_driver_chart:
-        if given not in (None, CHART_GPU_CLASS):
-            problems.add(
-                file, f"{where}.deviceClass", f"a chart-served name uses the chart's class {CHART_GPU_CLASS}"
-            )
-        return CHART_GPU_CLASS
+        if given not in (None, GPU_CLASS):
+            problems.add(file, f"{where}.deviceClass", f"a chart-served name uses the chart's class {GPU_CLASS}")
+        return GPU_CLASS
     if given is None:
         problems.add(file, f"{where}.deviceClass", "required key is missing")
         return ""
@@ -259,7 +254,7 @@ def _device_class(
         problems.add(
             file,
             f"{where}.deviceClass",
-            f"{given} is the class this tool creates for {CHART_SERVED_NAME} where the GPU Operator manages "
+            f"{given} is the class this tool creates for {GPU} where the GPU Operator manages "
             "the DRA driver (its gpu.nvidia.com maps no name); choose another name",
         )
     return given
@@ -309,7 +304,7 @@ def _resolve_offering(
             problems.add(
                 file,
                 f"{where}.product",
-                f"the chart's class {CHART_GPU_CLASS} selects every whole GPU; a product cannot narrow it. "
+                f"the chart's class {GPU_CLASS} selects every whole GPU; a product cannot narrow it. "
                 "Use servedBy: catalog for a product-specific class",
             )
 
@@ -432,7 +427,7 @@ def _resolve_capability(
     if served_by is ServedBy.dra_driver_chart:
         problem(
             None,
-            f"the chart's class {CHART_GPU_CLASS} selects every whole GPU; a capability needs servedBy: catalog",
+            f"the chart's class {GPU_CLASS} selects every whole GPU; a capability needs servedBy: catalog",
         )
     criteria = ("minMemory", "architectures", "minComputeCapability", "minDriverVersion", "products")
     if all(

@@ -11,8 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
+from themelio_gpu.k8s.nvidia import (
+    COMPUTE_DOMAIN_CHANNEL_CLASS,
+    COMPUTE_DOMAIN_DAEMON_CLASS,
+    GPU,
+    GPU_CLASS,
+    MIG_CLASS,
+    VFIO_CLASS,
+)
 
 _COMPUTE_DOMAIN = "device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com']"
 
@@ -28,21 +35,21 @@ class DriverClass:
 
 def driver_device_classes(*, by_gpu_operator: bool, compute_domains: bool) -> tuple[DriverClass, ...]:
     """The classes the installer creates: the DRA chart (False) or the GPU Operator's GPUCluster (True)."""
-    gpu_name = None if by_gpu_operator else CHART_SERVED_NAME
+    gpu_name = None if by_gpu_operator else GPU
     classes = [
-        DriverClass(CHART_GPU_CLASS, gpu_name, CHART_CLASS_SELECTORS[CHART_GPU_CLASS]),
-        DriverClass("mig.nvidia.com", None, CHART_CLASS_SELECTORS["mig.nvidia.com"]),
+        DriverClass(GPU_CLASS, gpu_name, CHART_CLASS_SELECTORS[GPU_CLASS]),
+        DriverClass(MIG_CLASS, None, CHART_CLASS_SELECTORS[MIG_CLASS]),
         DriverClass(
-            "vfio.gpu.nvidia.com",
+            VFIO_CLASS,
             None,
             "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'",
         ),
     ]
     if compute_domains:
         classes += [
-            DriverClass("compute-domain-daemon.nvidia.com", None, f"{_COMPUTE_DOMAIN}.type == 'daemon'"),
+            DriverClass(COMPUTE_DOMAIN_DAEMON_CLASS, None, f"{_COMPUTE_DOMAIN}.type == 'daemon'"),
             DriverClass(
-                "compute-domain-default-channel.nvidia.com",
+                COMPUTE_DOMAIN_CHANNEL_CLASS,
                 None,
                 f"{_COMPUTE_DOMAIN}.type == 'channel' && device.attributes['compute-domain.nvidia.com'].id == 0",
             ),

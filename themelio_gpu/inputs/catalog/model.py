@@ -11,16 +11,7 @@ from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
 
 # The NVIDIA DRA driver chart's own DeviceClasses (charts 0.4.1 and 25.12.0 render the same five), which the
 # GPU Operator's GPUCluster creates too (`driver_classes.py` says which, per installer).
-CHART_DEVICE_CLASSES = (
-    "gpu.nvidia.com",
-    "mig.nvidia.com",
-    "vfio.gpu.nvidia.com",
-    "compute-domain-daemon.nvidia.com",
-    "compute-domain-default-channel.nvidia.com",
-)
 # Chart >= 25.12.0 maps this name to its `gpu.nvidia.com` class on resource.k8s.io/v1.
-CHART_SERVED_NAME = "nvidia.com/gpu"
-CHART_GPU_CLASS = "gpu.nvidia.com"
 # The GPU Operator's GPUCluster creates gpu.nvidia.com without an extendedResourceName: in that mode the stack
 # creates a class of its own for a chart-served name, selecting what gpu.nvidia.com selects (any whole GPU):
 # `Names.generic_gpu_class`, any-gpu.gpu.themelio.io by default.

@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.yaml_input import did_you_mean
+from themelio_gpu.k8s.nvidia import mig_profile_resource_spelling
 
 
 @dataclass(frozen=True)
@@ -237,11 +238,6 @@ def unknown_product_message(key: str, products: Mapping[str, GpuProduct] = PRODU
     guess = did_you_mean(key, products)
     hint = f" (did you mean {guess}?)" if guess else ""
     return f"unknown product {key!r}{hint}; known: {', '.join(products)} (or declare it under products:)"
-
-
-def mig_profile_resource_spelling(profile: str) -> str:
-    """How the device plugin spells a MIG profile in a resource name: `1g.10gb+me` -> `1g.10gb.me`."""
-    return profile.replace("+", ".")
 
 
 def mig_config_for_profile(profile: str) -> str:

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 from themelio_gpu.inputs.catalog.capability import ResolvedCapability
 from themelio_gpu.inputs.catalog.products import GpuProduct
+from themelio_gpu.k8s.nvidia import DRA_DRIVER, GPU_CLASS, MIG_CLASS
 
-DRIVER = "gpu.nvidia.com"
-_ATTRS = f"device.attributes['{DRIVER}']"
-_CAPACITY = f"device.capacity['{DRIVER}']"
+_ATTRS = f"device.attributes['{DRA_DRIVER}']"
+_CAPACITY = f"device.capacity['{DRA_DRIVER}']"
 
 
 def _cel_string(value: str) -> str:
@@ -38,7 +38,7 @@ def _at_least_version(attribute: str, version: str) -> str:
 
 
 def _head(device_type: str) -> list[str]:
-    return [f"device.driver == {_cel_string(DRIVER)}", f"{_ATTRS}.type == {_cel_string(device_type)}"]
+    return [f"device.driver == {_cel_string(DRA_DRIVER)}", f"{_ATTRS}.type == {_cel_string(device_type)}"]
 
 
 def gpu_selector(
@@ -78,6 +78,6 @@ def capability_selector(capability: ResolvedCapability, product_names: Sequence[
 
 # The DRA driver chart's GPU classes, verbatim from its templates (chart 0.4.1), for the match engine.
 CHART_CLASS_SELECTORS = {
-    "gpu.nvidia.com": f"device.driver == '{DRIVER}' && {_ATTRS}.type == 'gpu'",
-    "mig.nvidia.com": f"device.driver == '{DRIVER}' && {_ATTRS}.type == 'mig'",
+    GPU_CLASS: f"device.driver == '{DRA_DRIVER}' && {_ATTRS}.type == 'gpu'",
+    MIG_CLASS: f"device.driver == '{DRA_DRIVER}' && {_ATTRS}.type == 'mig'",
 }

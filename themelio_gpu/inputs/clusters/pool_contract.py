@@ -21,20 +21,17 @@ from themelio_gpu.inputs.catalog.products import (
     named_mig_layout,
 )
 from themelio_gpu.inputs.clusters.definition import NodePool
+from themelio_gpu.k8s.nvidia import DEFAULT_TAINT, DEPLOY_DEVICE_PLUGIN, DRA_KUBELET_PLUGIN, GPU, MIG_CONFIG
 from themelio_gpu.k8s.scheduling import TAINT_EFFECTS, TaintSpec, untolerated
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-GPU_PRESENT = "nvidia.com/gpu"
 ACCELERATOR = "accelerator"
 MIG_ENABLED = "mig_enabled"
 MIG_PROFILE = "mig_profile"
-MIG_CONFIG = "nvidia.com/mig.config"
-DRA_KUBELET_PLUGIN = "nvidia.com/dra-kubelet-plugin"
-DEPLOY_DEVICE_PLUGIN = "nvidia.com/gpu.deploy.device-plugin"
 # And the pool label, `<labelDomain>/pool` (`Names.pool_label`): the one key of the contract a fork names.
 WELL_KNOWN_LABEL_KEYS = (
     INSTANCE_TYPE,
-    GPU_PRESENT,
+    GPU,
     ACCELERATOR,
     MIG_ENABLED,
     MIG_PROFILE,
@@ -42,7 +39,6 @@ WELL_KNOWN_LABEL_KEYS = (
     DRA_KUBELET_PLUGIN,
     DEPLOY_DEVICE_PLUGIN,
 )
-DEFAULT_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
 
 
 # What every offering tolerates unless the catalog says otherwise: the GPU taint, whatever its value.
@@ -163,7 +159,7 @@ def pool_contract(
                     )
 
     labels: dict[str, str] = {
-        GPU_PRESENT: "true",
+        GPU: "true",
         ACCELERATOR: product.accelerator,
         MIG_ENABLED: "true" if pool.mig is not None else "false",
         names.pool_label: pool.name,

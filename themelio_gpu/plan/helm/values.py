@@ -11,16 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
-from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.k8s.nvidia import DEPLOY_CLIENT, DRA_KUBELET_PLUGIN, GPU_TOLERATION
 from themelio_gpu.k8s.scheduling import toleration_covers
 
 OPERATOR_CHART = "gpu-operator"
 DRIVER_ROOT_OPERATOR = "/run/nvidia/driver"
 DRIVER_ROOT_HOST = "/"
 OLD_DRA_CHART = "nvidia-dra-driver-gpu"
-DEPLOY_CLIENT = "nvidia.com/gpu.deploy.client"
-"""Set by GPU Operator v26.7.0+ on every GPU node; GPU clients that select it are restarted on driver
-upgrades and MIG changes (NVIDIA/gpu-operator PR #2607, controllers/state_manager.go)."""
 GPU_CLIENT_OPERATOR = (26, 7, 0)
 
 # The chart defaults our derived lists replace (a Helm list value replaces the whole default list). Both
@@ -31,7 +29,6 @@ CONTROL_PLANE_TOLERATION = {
     "value": "",
     "effect": "NoSchedule",
 }
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 NFD_WORKER_DEFAULT_TOLERATIONS = (CONTROL_PLANE_TOLERATION, GPU_TOLERATION)
 """`node-feature-discovery.worker.tolerations`: NFD labels control-plane nodes too."""
 OPERAND_DEFAULT_TOLERATIONS = (GPU_TOLERATION,)
