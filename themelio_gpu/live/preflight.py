@@ -39,6 +39,7 @@ from themelio_gpu.k8s.dra import serving_class
 from themelio_gpu.k8s.nvidia import DEPLOY_DEVICE_PLUGIN, DRA_DRIVER, DRA_KUBELET_PLUGIN, GPU_CLASS
 from themelio_gpu.k8s.quota import devices_key
 from themelio_gpu.k8s.semver import Semver
+from themelio_gpu.k8s.version import parse_kubernetes_version
 from themelio_gpu.plan import dra_mode
 from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
 from themelio_gpu.plan.quota import (
@@ -410,24 +411,19 @@ def _guarded(report: Report, check: str, run: Callable[..., T], *args: Any) -> T
 
 # 1. Server version ----------------------------------------------------------------------------------------
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
-
 
 def check_version(plan: ClusterPlan, version: Mapping[str, Any], report: Report) -> None:
     definition = plan.definition
     git_version = str(version.get("gitVersion", ""))
-    match = _VERSION.match(git_version)
-    if match is None:
+    parsed = parse_kubernetes_version(git_version)
+    if parsed is None:
         # Some distributions report only major/minor (minor may read "34+").
-        major, minor = str(version.get("major", "")), str(version.get("minor", "")).rstrip("+")
-        match = _VERSION.match(f"{major}.{minor}")
-    if match is None:
+        parsed = parse_kubernetes_version(f"{version.get('major', '')}.{version.get('minor', '')}")
+    if parsed is None:
         report.fail("server-version", f"cannot parse the server version {version!r}")
         return
-    served = tuple(int(x) if x is not None else None for x in match.groups())
-    declared_match = _VERSION.match(definition.kubernetes_version)
-    assert declared_match is not None  # the definition's validator accepted it
-    declared = tuple(int(x) if x is not None else None for x in declared_match.groups())
+    served = (parsed.major, parsed.minor, parsed.patch)
+    declared = (definition.version.major, definition.version.minor, definition.version.patch)
     shown = git_version or ".".join(str(x) for x in served if x is not None)
     too_old = served[:2] == (1, 34) and served[2] is not None and served[2] < dra_mode.MIN_KUBERNETES_PATCH_134
     if definition.dra_by_gpu_operator and too_old:

@@ -30,6 +30,7 @@ from themelio_gpu.inputs.catalog.products import GpuProduct, canonical_mig_profi
 from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.nvidia import DRA_DRIVER, device_plugin_resource
+from themelio_gpu.k8s.semver import parse_semver
 from themelio_gpu.plan.fleet import ClusterPlan
 
 SYSTEM_NODE = "system-0"
@@ -66,9 +67,8 @@ def _stable_uuid(*parts: str) -> str:
 
 
 def _version(text: str) -> str:
-    """A driver `version` attribute is full semver: `9.0` -> `9.0.0`."""
-    parts = text.split(".")
-    return ".".join(([*parts, "0", "0", "0"])[:3])
+    """A driver `version` attribute is full semver: `9.0` -> `9.0.0` (Kubernetes' normalization)."""
+    return str(parse_semver(text, normalize=True))
 
 
 def _common_attributes(product: GpuProduct) -> dict[str, Any]:

@@ -64,7 +64,8 @@ from themelio_gpu.k8s.nvidia import (
     GPU_TOLERATION,
     MIG_CAPABLE,
 )
-from themelio_gpu.plan.helm.values import GPU_CLIENT_OPERATOR, version_tuple
+from themelio_gpu.k8s.version import release_numbers
+from themelio_gpu.plan.helm.values import GPU_CLIENT_OPERATOR
 from themelio_gpu.plan.manifests import DEVICE_CLASS_API_VERSION
 from themelio_gpu.verify.placement import PodScheduling
 from themelio_gpu.verify.workloads import NFD_LABEL_PREFIX, NFD_OS_LABELS, Role, Workload
@@ -188,7 +189,7 @@ class ClusterPolicyMode:
         self.policy = policy
         self.spec: Mapping[str, Any] = policy.get("spec") or {}
         self.resource = f"ClusterPolicy {(policy.get('metadata') or {}).get('name')}"
-        newer = version_tuple(operator_version) >= GPU_CLIENT_OPERATOR
+        newer = release_numbers(operator_version) >= GPU_CLIENT_OPERATOR
         self.state_labels = (*STATE_LABELS, DEPLOY_CLIENT) if newer else STATE_LABELS
         # v26.7.0 treats a state label with an empty value as absent (driver-manager leftovers).
         self.empty_is_unset = newer

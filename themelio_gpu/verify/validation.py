@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from themelio_gpu.k8s.version import parse_kubernetes_version
 from themelio_gpu.verify.charts import VerifyError
 
 
@@ -100,7 +101,10 @@ def _validate_each(
 
 
 def _minor(version: str) -> int:
-    return int(version.split(".")[1])
+    parsed = parse_kubernetes_version(version)
+    if parsed is None:
+        raise ValueError(f"not a Kubernetes version: {version!r}")
+    return parsed.minor
 
 
 def _known_to(kv: ModuleType, obj: Mapping[str, Any], latest: str) -> bool:

@@ -10,6 +10,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from themelio_gpu.inputs.catalog.model import Strict
 from themelio_gpu.inputs.secrets import LITERAL_CREDENTIAL_KEYS
+from themelio_gpu.k8s.version import KubernetesVersion, parse_kubernetes_version
 
 
 def _refuse_literal_credentials(data: Any) -> Any:
@@ -464,13 +465,18 @@ class ClusterDefinition(Strict):
 
     @property
     def minor_version(self) -> int:
-        return int(self.kubernetes_version.split(".")[1])
+        return self.version.minor
 
     @property
     def patch_version(self) -> int | None:
         """The patch release when the definition states one (`1.34.2`), else None (`1.34`)."""
-        parts = self.kubernetes_version.split(".")
-        return int(parts[2]) if len(parts) > 2 else None
+        return self.version.patch
+
+    @property
+    def version(self) -> KubernetesVersion:
+        parsed = parse_kubernetes_version(self.kubernetes_version)
+        assert parsed is not None  # the validator accepted it
+        return parsed
 
     @property
     def dra_by_gpu_operator(self) -> bool:

@@ -6,7 +6,6 @@ been checked against the pinned chart version's known keys (a typo or a key remo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.nvidia import DEPLOY_CLIENT, DRA_KUBELET_PLUGIN, GPU_TOLERATION
 from themelio_gpu.k8s.scheduling import toleration_covers
+from themelio_gpu.k8s.version import release_numbers
 
 OPERATOR_CHART = "gpu-operator"
 DRIVER_ROOT_OPERATOR = "/run/nvidia/driver"
@@ -53,14 +53,9 @@ def with_chart_defaults(
     return kept + [dict(t) for t in derived]
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """`v26.7.0` -> (26, 7, 0): chart versions compared as numbers."""
-    return tuple(int(n) for n in re.findall(r"\d+", version)[:3])
-
-
 def operator_restarts_gpu_clients(operator_version: str) -> bool:
     """GPU Operator v26.7.0 and later label GPU nodes `nvidia.com/gpu.deploy.client=true` (see DEPLOY_CLIENT)."""
-    return version_tuple(operator_version) >= GPU_CLIENT_OPERATOR
+    return release_numbers(operator_version) >= GPU_CLIENT_OPERATOR
 
 
 def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
