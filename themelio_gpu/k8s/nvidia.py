@@ -9,6 +9,8 @@ gpu-feature-discovery's `nvidia.com/gpu.present`, `nvidia.com/gpu.product`, `nvi
 
 from __future__ import annotations
 
+from themelio_gpu.k8s.version import KubernetesVersion
+
 GPU = "nvidia.com/gpu"
 """The device plugin's whole-GPU resource name, which the DRA driver chart (>= 25.12.0) maps to its
 gpu.nvidia.com class; by NVIDIA's convention also the key of the taint GPU nodes carry and of the label
@@ -70,3 +72,16 @@ DEPLOY_CLIENT = DEPLOY + "client"
 """Set by GPU Operator v26.7.0+ on every GPU node; GPU clients that select it are restarted on driver
 upgrades and MIG changes (NVIDIA/gpu-operator PR #2607, controllers/state_manager.go)."""
 DRIVER_OWNER = "nvidia.com/gpu-operator.driver.owner"
+
+GPU_CLUSTER_MIN_KUBERNETES = KubernetesVersion(1, 34, 2)
+"""The oldest Kubernetes the GPU Operator's GPUCluster supports (NVIDIA's prerequisite for it)."""
+
+
+def gpu_cluster_supports(version: KubernetesVersion) -> bool | None:
+    """Whether the GPUCluster runs on `version`; None when only its patch release would tell (`1.34`)."""
+    least = GPU_CLUSTER_MIN_KUBERNETES
+    if version.release != least.release:
+        return version.release > least.release
+    if version.patch is None:
+        return None
+    return version.patch >= (least.patch or 0)

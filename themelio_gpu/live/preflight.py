@@ -36,7 +36,14 @@ from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.dra import serving_class
-from themelio_gpu.k8s.nvidia import DEPLOY_DEVICE_PLUGIN, DRA_DRIVER, DRA_KUBELET_PLUGIN, GPU_CLASS
+from themelio_gpu.k8s.nvidia import (
+    DEPLOY_DEVICE_PLUGIN,
+    DRA_DRIVER,
+    DRA_KUBELET_PLUGIN,
+    GPU_CLASS,
+    GPU_CLUSTER_MIN_KUBERNETES,
+    gpu_cluster_supports,
+)
 from themelio_gpu.k8s.quota import devices_key
 from themelio_gpu.k8s.semver import Semver
 from themelio_gpu.k8s.version import parse_kubernetes_version
@@ -425,7 +432,7 @@ def check_version(plan: ClusterPlan, version: Mapping[str, Any], report: Report)
     served = (parsed.major, parsed.minor, parsed.patch)
     declared = (definition.version.major, definition.version.minor, definition.version.patch)
     shown = git_version or ".".join(str(x) for x in served if x is not None)
-    too_old = served[:2] == (1, 34) and served[2] is not None and served[2] < dra_mode.MIN_KUBERNETES_PATCH_134
+    too_old = parsed.release == GPU_CLUSTER_MIN_KUBERNETES.release and gpu_cluster_supports(parsed) is False
     if definition.dra_by_gpu_operator and too_old:
         report.fail(
             "server-version",

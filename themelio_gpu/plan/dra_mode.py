@@ -17,9 +17,9 @@ from typing import Any
 
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, MigCreatedBy
 from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.k8s.nvidia import gpu_cluster_supports
 
 MIN_OPERATOR = (26, 7, 0)
-MIN_KUBERNETES_PATCH_134 = 2
 MIN_DRIVER_MAJOR = 580
 # Settings of the separate DRA driver release, which the gpu-operator mode does not install.
 _CHART_ONLY = {
@@ -114,10 +114,10 @@ def _check_gpu_operator_mode(cluster: ClusterDefinition, file: str, problems: Pr
 
 
 def _check_kubernetes(cluster: ClusterDefinition, file: str, problems: Problems) -> None:
-    minor, patch = cluster.minor_version, cluster.patch_version
-    if minor > 34 or (minor == 34 and patch is not None and patch >= MIN_KUBERNETES_PATCH_134):
+    supported = gpu_cluster_supports(cluster.version)
+    if supported:
         return
-    if minor == 34 and patch is None:
+    if supported is None:
         # 1.34.0 and 1.34.1 are too old, so "1.34" alone does not say whether the cluster qualifies.
         problems.add(
             file,
