@@ -26,8 +26,8 @@ from tests import polyaxon_contracts as polyaxon
 from tests.conftest import FIXTURES
 from tests.upstream_contracts import crd_errors
 from themelio_gpu.cli import cluster_contract_files, contract_files
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
+from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.scheduling import BLOCKING_EFFECTS, TaintSpec, untolerated
 from themelio_gpu.outputs.contracts import waldur_backend_components
 from themelio_gpu.outputs.polyaxon import PRESETS_FOLDER, QUEUE_NAME_LABEL, Preset, polyaxon_presets

@@ -34,7 +34,7 @@ from celpy import celtypes
 from celpy.adapter import json_to_cel
 
 from tests.requirements import shared_path
-from themelio_gpu.inputs import k8s_names
+from themelio_gpu.k8s import names as k8s_names
 
 UPSTREAM = ("reference", "upstream")
 

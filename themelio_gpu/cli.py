@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from themelio_gpu import __version__, engine, interrupts, speedups
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.problems import InputError, Problems
 from themelio_gpu.inputs.yaml_input import display_path
+from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.outputs.contracts import (
     WALDUR_RESOURCE_QUOTA_NAME,
     closed_resource_quota,

@@ -85,3 +85,9 @@ def gpu_cluster_supports(version: KubernetesVersion) -> bool | None:
     if version.patch is None:
         return None
     return version.patch >= (least.patch or 0)
+
+
+def driver_major(version: str) -> int | None:
+    """The major release of an NVIDIA driver version (`580.65.06` -> 580); None if it states none."""
+    head, dot, _ = version.partition(".")
+    return int(head) if dot and head.isdigit() else None

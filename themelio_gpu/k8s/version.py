@@ -40,3 +40,15 @@ def parse_kubernetes_version(text: str) -> KubernetesVersion | None:
 def release_numbers(version: str) -> tuple[int, ...]:
     """`v26.7.0` -> (26, 7, 0): a chart's or operator's release compared as numbers."""
     return tuple(int(n) for n in re.findall(r"\d+", version)[:3])
+
+
+_STRICT_RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+
+
+def strict_release(version: str) -> tuple[int, int, int] | None:
+    """`v26.7.0` -> (26, 7, 0); None unless the text is exactly [v]major.minor.patch (no pre-release)."""
+    match = _STRICT_RELEASE.fullmatch(version)
+    if match is None:
+        return None
+    major, minor, patch = match.groups()
+    return (int(major), int(minor), int(patch))

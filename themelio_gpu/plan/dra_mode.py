@@ -11,13 +11,13 @@ toolkit, no GPU Feature Discovery and no MIG Manager.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, MigCreatedBy
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.k8s.nvidia import gpu_cluster_supports
+from themelio_gpu.k8s.nvidia import driver_major, gpu_cluster_supports
+from themelio_gpu.k8s.version import strict_release
 
 MIN_OPERATOR = (26, 7, 0)
 MIN_DRIVER_MAJOR = 580
@@ -31,8 +31,6 @@ _CHART_ONLY = {
     "timeout_seconds": "timeoutSeconds",
     "values": "values",
 }
-_OPERATOR_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
-_DRIVER_VERSION = re.compile(r"^(\d+)\.")
 _OTHER_MODE = "or keep draDriver.managedBy: chart (a ClusterPolicy and a separate DRA driver release)"
 
 
@@ -64,8 +62,8 @@ def _check_chart_mode(cluster: ClusterDefinition, file: str, problems: Problems)
 
 def _check_gpu_operator_mode(cluster: ClusterDefinition, file: str, problems: Problems) -> bool:
     version = cluster.gpu_operator.version
-    match = _OPERATOR_VERSION.match(version)
-    derivable = match is not None and tuple(int(x) for x in match.groups()) >= MIN_OPERATOR
+    release = strict_release(version)
+    derivable = release is not None and release >= MIN_OPERATOR
     if not derivable:
         problems.add(
             file,
@@ -174,8 +172,8 @@ def check_operator_values(
                 "refuses to render). Remove the override, or set hostDriver: true for a preinstalled driver",
             )
         version = _get(cluster.gpu_operator.values, "driver", "version")
-        found = _DRIVER_VERSION.match(str(version)) if version is not None else None
-        if version is not None and (found is None or int(found.group(1)) < MIN_DRIVER_MAJOR):
+        major = driver_major(str(version)) if version is not None else None
+        if version is not None and (major is None or major < MIN_DRIVER_MAJOR):
             problems.add(
                 file,
                 f"{where}.driver.version",

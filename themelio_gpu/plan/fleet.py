@@ -13,7 +13,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
@@ -31,6 +30,7 @@ from themelio_gpu.inputs.clusters.files import clusters_beside_the_catalog, load
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
 from themelio_gpu.inputs.problems import Problem, Problems
 from themelio_gpu.inputs.yaml_input import add_positions, display_path, format_location
+from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.dra import (
     EXTENDED_RESOURCE_GATE,
     RESOURCE_API_MINOR,

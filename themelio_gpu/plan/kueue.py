@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.nvidia import DEPLOY_DEVICE_PLUGIN
 from themelio_gpu.k8s.scheduling import BLOCKING_EFFECTS, TaintSpec
 from themelio_gpu.plan.quota import ClusterQuotaPlan, plan_quota

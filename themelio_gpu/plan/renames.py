@@ -9,9 +9,9 @@ moves the old addresses to the new ones (constructs/moved_blocks.py) and the ren
 
 from __future__ import annotations
 
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, NodePool
 from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.k8s import names as k8s_names
 
 KARPENTER_RENAME = (
     "a Karpenter pool cannot be renamed in place: the pool's name is its NodePool's metadata.name, and "

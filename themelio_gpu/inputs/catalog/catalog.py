@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.capability import DeviceKind, ResolvedCapability, whole_gpu_kinds
 from themelio_gpu.inputs.catalog.model import (
     Capability,
@@ -32,7 +31,9 @@ from themelio_gpu.inputs.catalog.selectors import capability_selector, gpu_selec
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.secrets import find_secrets
 from themelio_gpu.inputs.yaml_input import add_positions, format_location, load_yaml_document, validate_model
+from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.nvidia import CHART_DEVICE_CLASSES, GPU, GPU_CLASS
+from themelio_gpu.k8s.quota import requests_key
 
 # Kubeflow Notebooks 2.0 (v2.0.0-beta.0): WorkspaceKind podConfig.values[].id, maxLength 256; the list is keyed
 # on id (x-kubernetes-list-map-keys), so two options with one id are refused by the API server.
@@ -84,7 +85,7 @@ class ResolvedOffering:
 
     @property
     def quota_key(self) -> str:
-        return f"requests.{self.name}"
+        return requests_key(self.name)
 
     @property
     def is_mig(self) -> bool:

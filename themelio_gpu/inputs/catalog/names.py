@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.k8s import names as k8s_names
 
 DEFAULT_LABEL_DOMAIN = "gpu.themelio.io"
 DEFAULT_FIELD_MANAGER = "themelio-gpu-stacks"

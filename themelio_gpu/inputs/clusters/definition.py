@@ -10,6 +10,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from themelio_gpu.inputs.catalog.model import Strict
 from themelio_gpu.inputs.secrets import LITERAL_CREDENTIAL_KEYS
+from themelio_gpu.k8s.dra import EXTENDED_RESOURCE_GATE
 from themelio_gpu.k8s.version import KubernetesVersion, parse_kubernetes_version
 
 
@@ -43,7 +44,7 @@ class FeatureGate(Strict):
 
 
 class FeatureGates(Strict):
-    dra_extended_resource: FeatureGate | None = Field(default=None, alias="DRAExtendedResource")
+    dra_extended_resource: FeatureGate | None = Field(default=None, alias=EXTENDED_RESOURCE_GATE)
 
 
 class Kubeconfig(Strict):

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.secrets import find_secrets
@@ -30,6 +29,7 @@ from themelio_gpu.inputs.yaml_input import (
     load_yaml_document,
     validate_model,
 )
+from themelio_gpu.k8s import names as k8s_names
 
 YAML_SUFFIXES = (".yaml", ".yml")
 

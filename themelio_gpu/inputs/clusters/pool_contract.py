@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.catalog.catalog import DEFAULT_TOLERATIONS
 from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.catalog.products import (
@@ -21,6 +20,7 @@ from themelio_gpu.inputs.catalog.products import (
     named_mig_layout,
 )
 from themelio_gpu.inputs.clusters.definition import NodePool
+from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.nvidia import DEFAULT_TAINT, DEPLOY_DEVICE_PLUGIN, DRA_KUBELET_PLUGIN, GPU, MIG_CONFIG
 from themelio_gpu.k8s.scheduling import TAINT_EFFECTS, TaintSpec, untolerated
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from themelio_gpu.k8s.quota import REQUESTS_PREFIX
+
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -72,13 +74,15 @@ def extended_resource_name(value: str) -> list[str]:
         return [f"{value!r} needs a domain prefix such as 'nvidia.com/' (names without '/' are native resources)"]
     if "kubernetes.io/" in value:
         return [f"{value!r} must not contain 'kubernetes.io/' (reserved for native resources)"]
-    if value.startswith("requests."):
-        return [f"{value!r} must not start with 'requests.' (that prefix is for quota keys)"]
+    if value.startswith(REQUESTS_PREFIX):
+        return [f"{value!r} must not start with '{REQUESTS_PREFIX}' (that prefix is for quota keys)"]
     prefix, _, name = value.partition("/")
     if "/" in name:
         return [f"{value!r} has more than one '/'"]
     # The quota key `requests.<name>` must stay a valid qualified name, so the prefix gets 9 fewer characters.
-    problems = [f"domain of {value!r}: {p}" for p in dns1123_subdomain(prefix, max_length=253 - len("requests."))]
+    problems = [
+        f"domain of {value!r}: {p}" for p in dns1123_subdomain(prefix, max_length=253 - len(REQUESTS_PREFIX))
+    ]
     if "+" in name:
         problems.append(
             f"{value!r}: '+' is not allowed in a resource name; spell a MIG profile like '1g.10gb+me' as "
