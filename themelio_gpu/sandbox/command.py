@@ -23,7 +23,7 @@ from typing import Any
 from themelio_gpu import interrupts
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.plan.fleet import ClusterPlan, load_fleet
-from themelio_gpu.sandbox import build, cluster, coverage, deploy, inventory, probe
+from themelio_gpu.sandbox import build, cluster, coverage, daemonsets, deploy, inventory, probe
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 from themelio_gpu.settings import chart_cache, input_paths
@@ -310,22 +310,31 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     sandbox = _sandbox_of(plan.name)
     rows = probe.probe(plan, sandbox, tools)
     quota = probe.quota_probe(plan, sandbox, tools)
+    placed = daemonsets.compare(tools, sandbox)
+    operator = daemonsets.operator_resources(tools, sandbox)
     if args.json:
         report = {
             "placement": json.loads(probe.as_json(rows)),
             "quota": [{**dataclasses.asdict(q), "agrees": q.agrees} for q in quota],
+            "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
+            "modelOnly": [{"operandsOf": r, "why": daemonsets.MODEL_ONLY} for r in operator],
         }
         print(json.dumps(report, indent=2))
     else:
         print(probe.as_table(rows))
         print(probe.quota_table(quota))
+        print(daemonsets.as_table(placed, operator))
     agreeing = sum(r.agrees for r in rows)
     closed = sum(q.agrees for q in quota)
+    where = sum(d.agrees for d in placed)
     _say(
         f"sandbox probe: {plan.name}: {len(rows)} pods, {agreeing} where the model says, {len(rows) - agreeing} not; "
-        f"quota: {len(quota)} attempts, {closed} as the quota model says, {len(quota) - closed} not"
+        f"quota: {len(quota)} attempts, {closed} as the quota model says, {len(quota) - closed} not; "
+        f"DaemonSets: {len(placed)}, {where} on the nodes verify's placement says, {len(placed) - where} not"
+        + (f"; {len(operator)} operator resource(s) whose operands are verify's model only" if operator else "")
     )
-    return EXIT_OK if agreeing == len(rows) and closed == len(quota) else EXIT_FAILED
+    ok = agreeing == len(rows) and closed == len(quota) and where == len(placed)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 _SUBCOMMANDS = {
