@@ -29,7 +29,8 @@ from themelio_gpu.outputs.contracts import (
     waldur_quota_mapping,
 )
 from themelio_gpu.outputs.polyaxon import PRESETS_FOLDER, polyaxon_presets
-from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import Fleet
 from themelio_gpu.plan.quota import plan_quota
 
 StackJson = Callable[[str], dict[str, Any]]

@@ -20,13 +20,14 @@ from tests.builders import cluster, fleet_of, write_fleet
 from tests.conftest import ROOT
 from tests.requirements import binary, shared_path
 from themelio_gpu.cli import main
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.helm.known_values import render_values_yaml
 from themelio_gpu.plan.helm.values import (
     DEPLOY_CLIENT,
     NFD_WORKER_DEFAULT_TOLERATIONS,
     OPERAND_DEFAULT_TOLERATIONS,
 )
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.verify.charts import ChartSource
 from themelio_gpu.verify.command import verify_cluster
 from themelio_gpu.verify.proof import ClusterProof, Row

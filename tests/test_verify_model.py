@@ -12,8 +12,8 @@ import pytest
 from tests.builders import cluster, fleet_of
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, TaintSpec
-from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.helm.values import DEPLOY_CLIENT, GPU_TOLERATION
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.verify.operator_model import (
     DRA_PLUGIN,
     DRIVER_OWNER,

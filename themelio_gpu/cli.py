@@ -39,8 +39,9 @@ from themelio_gpu.outputs.kueue import kueue_objects
 from themelio_gpu.outputs.output_folder import OutputWriteError
 from themelio_gpu.outputs.polyaxon import preset_files as polyaxon_preset_files
 from themelio_gpu.outputs.yaml_output import dump_yaml
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.helm.known_values import KnownValuesTableError
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
 from themelio_gpu.sandbox import command as sandbox_command
 from themelio_gpu.settings import (

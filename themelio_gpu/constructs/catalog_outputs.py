@@ -28,7 +28,7 @@ from themelio_gpu.outputs.contracts import (
     waldur_quota_mapping,
 )
 from themelio_gpu.outputs.yaml_output import dump_yaml
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import plan_quota
 
 

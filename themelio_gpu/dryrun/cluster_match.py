@@ -18,7 +18,7 @@ from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_device_classes
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, CHART_SERVED_NAME, ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 
 
 def _chart_served(offerings: Iterable[ResolvedOffering], with_aliases: bool) -> bool:

@@ -38,7 +38,7 @@ from themelio_gpu.inputs.catalog.selectors import DRIVER as GPU_DRIVER
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.pool_contract import DRA_KUBELET_PLUGIN, PoolContract
 from themelio_gpu.plan import dra_mode
-from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
+from themelio_gpu.plan.model import ClusterPlan, DeviceClassSpec
 from themelio_gpu.plan.quota import (
     ClusterQuotaPlan,
     QuotaPath,

@@ -16,7 +16,7 @@ from themelio_gpu.inputs.catalog.catalog import ResolvedOffering, workspacekind_
 from themelio_gpu.inputs.catalog.model import Lifecycle
 from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, untolerated
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, requests_key
 
 # Waldur's Rancher plugin applies quotas as one ResourceQuota of this name per project namespace.

@@ -30,8 +30,8 @@ from themelio_gpu.inputs.catalog.model import Lifecycle
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.outputs.contracts import offering_tolerations, why_not_on
 from themelio_gpu.outputs.yaml_output import dump_yaml
-from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.kueue import KueuePlan, Queue, plan_kueue
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, plan_quota
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"

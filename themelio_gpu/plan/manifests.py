@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from themelio_gpu.inputs.catalog.names import Names
-from themelio_gpu.plan.fleet import DeviceClassSpec
+from themelio_gpu.plan.model import DeviceClassSpec
 
 DEVICE_CLASS_API_VERSION = "resource.k8s.io/v1"
 

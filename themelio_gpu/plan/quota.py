@@ -28,15 +28,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS
 from themelio_gpu.inputs.catalog.products import GpuProduct, mig_profile_resource_spelling
-
-if TYPE_CHECKING:  # fleet.py plans the quotas of a cluster to check what its consumers' objects can hold
-    from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 
 REQUESTS_PREFIX = "requests."
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"

@@ -30,7 +30,7 @@ from themelio_gpu.inputs.catalog.products import GpuProduct, canonical_mig_profi
 from themelio_gpu.inputs.catalog.selectors import DRIVER
 from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 
 SYSTEM_NODE = "system-0"
 """The one CPU node of every sandbox: a real cluster runs its controllers (the GPU Operator, NFD's master) on

@@ -20,7 +20,7 @@ from typing import Any
 from themelio_gpu import interrupts
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, untolerated
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
 from themelio_gpu.sandbox.errors import SandboxError
