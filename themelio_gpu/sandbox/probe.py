@@ -341,8 +341,8 @@ def quota_probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Q
     """Per offering with pools: a namespace whose ResourceQuota is what `catalog quota` writes for a grant of
     one device. The grant is admitted (and scheduled), one more is refused by the API server's quota
     admission, and so is every other path to a device; anything else admitted is a hole in the quota model."""
-    from themelio_gpu.outputs.contracts import WALDUR_RESOURCE_QUOTA_NAME, resource_quota
     from themelio_gpu.plan.quota import plan_quota, resolve_grants
+    from themelio_gpu.render.contracts import WALDUR_RESOURCE_QUOTA_NAME, resource_quota
 
     quota = plan_quota(plan)
     rows: list[QuotaRow] = []
