@@ -34,10 +34,12 @@ synth-python: .venv/.synced
 validate: .venv/.synced
 	$(VENV)/python -m themelio_gpu validate
 
+# lint-imports: the package's layers (pyproject.toml [tool.importlinter]): no import goes up, none makes a cycle.
 lint: .venv/.synced
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
 	$(VENV)/mypy
+	$(VENV)/lint-imports --no-logo
 
 test: lint node_modules/.synced
 	$(VENV)/pytest

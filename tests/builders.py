@@ -10,7 +10,8 @@ import yaml
 
 from tests.conftest import EXAMPLE_CATALOG
 from themelio_gpu.inputs.problems import InputError
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 
 __all__ = ["EXAMPLE_CATALOG", "PYDANTIC_WORDS", "cluster", "fleet_of", "plan_of", "problems_of", "write_fleet"]
 

@@ -30,8 +30,9 @@ import yaml
 from tests.checkout import UserFleetGuard, checkout_paths
 from tests.skip_summary import write_skip_summary
 from themelio_gpu.changes.cache import CACHE_ENV as CHANGED_CACHE_ENV
-from themelio_gpu.outputs.schemas import schema_texts
-from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import Fleet
+from themelio_gpu.render.schemas import schema_texts
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, InputPaths, input_paths
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")

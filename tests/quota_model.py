@@ -27,7 +27,7 @@ from typing import Any
 from themelio_gpu.dryrun.cel_kubernetes import compile_selector
 from themelio_gpu.dryrun.resourceslices import Device, parse_resourceslices
 from themelio_gpu.inputs.catalog.products import GpuProduct
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 
 INFINITE = float("inf")
 GPU_DRIVER = "gpu.nvidia.com"

@@ -24,8 +24,8 @@ from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.outputs.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
 from themelio_gpu.plan.quota import plan_quota
+from themelio_gpu.render.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping
 
 MIXED = FIXTURES / "resourceslices" / "mixed" / "mixed-generations.yaml"
 FLEET = FIXTURES / "fleets" / "capability"

@@ -30,7 +30,8 @@ from themelio_gpu.changes.stacks import read_output_folder
 from themelio_gpu.cli import main
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.outputs.stack_folders import STACKS_FOLDER
-from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import Fleet
 
 SCHEMA = json.loads((ROOT / "docs" / "changed.schema.json").read_text())
 jsonschema.Draft202012Validator.check_schema(SCHEMA)

@@ -11,7 +11,7 @@ import pytest
 from tests.checkout import UserFleetReadError, checkout_paths
 from tests.conftest import ROOT, USER_FLEET_GUARD, USER_SNAPSHOTS, user_inputs
 from tests.test_fork_howto import copy_project, pytest_in
-from themelio_gpu.outputs.schemas import schema_texts
+from themelio_gpu.render.schemas import schema_texts
 
 
 def test_reading_the_user_fleet_outside_its_tests_fails_even_when_caught() -> None:

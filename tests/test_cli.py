@@ -70,7 +70,7 @@ def test_environment_variables_choose_the_inputs(tmp_path: Path) -> None:
 def test_validate_says_when_a_schema_beside_the_fleet_is_missing_or_stale(tmp_path: Path) -> None:
     """`rm stacks/*` (the README's "delete the example files in stacks/", taken literally) also deletes the
     cluster schema editors read: validate says so, and how to write it again."""
-    from themelio_gpu.outputs.schemas import CLUSTER_SCHEMA, schema_texts
+    from themelio_gpu.render.schemas import CLUSTER_SCHEMA, schema_texts
 
     project = tmp_path / "fork"
     project.mkdir()

@@ -11,8 +11,8 @@ import yaml
 
 from tests.builders import EXAMPLE_CATALOG, cluster
 from themelio_gpu.inputs.problems import InputError, Problems
-from themelio_gpu.outputs.schemas import schema_texts
 from themelio_gpu.plan.fleet import cluster_definition_files, load_fleet
+from themelio_gpu.render.schemas import schema_texts
 
 
 def write(path: Path, data: object) -> Path:

@@ -18,7 +18,10 @@ from tests.test_quota import fleet
 from themelio_gpu.cli import cluster_contract_files, contract_files
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.outputs.contracts import (
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import Fleet
+from themelio_gpu.plan.quota import plan_quota
+from themelio_gpu.render.contracts import (
     WALDUR_RESOURCE_QUOTA_NAME,
     cluster_notebook_choices,
     gpu_labels_config,
@@ -28,9 +31,7 @@ from themelio_gpu.outputs.contracts import (
     waldur_backend_components,
     waldur_quota_mapping,
 )
-from themelio_gpu.outputs.polyaxon import PRESETS_FOLDER, polyaxon_presets
-from themelio_gpu.plan.fleet import Fleet, load_fleet
-from themelio_gpu.plan.quota import plan_quota
+from themelio_gpu.render.polyaxon import PRESETS_FOLDER, polyaxon_presets
 
 StackJson = Callable[[str], dict[str, Any]]
 
@@ -242,14 +243,14 @@ _TRICKY_DOCUMENTS: list[dict[str, Any]] = [
 @pytest.mark.parametrize("document", _TRICKY_DOCUMENTS, ids=range(len(_TRICKY_DOCUMENTS)))
 def test_config_map_yaml_rendered_entry_by_entry_is_the_whole_document(document: dict[str, Any]) -> None:
     from themelio_gpu.constructs.catalog_outputs import _yaml
-    from themelio_gpu.outputs.yaml_output import dump_yaml
+    from themelio_gpu.render.yaml_output import dump_yaml
 
     assert _yaml(document) == dump_yaml(document)
 
 
 def test_every_fixture_clusters_config_map_yaml_is_the_whole_document(example_fleet: Fleet) -> None:
     from themelio_gpu.constructs.catalog_outputs import _yaml
-    from themelio_gpu.outputs.yaml_output import dump_yaml
+    from themelio_gpu.render.yaml_output import dump_yaml
 
     for plan in example_fleet.clusters:
         quota = plan_quota(plan)

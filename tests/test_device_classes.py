@@ -8,7 +8,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.plan.model import Fleet
 
 StackJson = Callable[[str], dict[str, Any]]
 

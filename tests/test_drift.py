@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS, ROOT
 from themelio_gpu.cli import main
 from themelio_gpu.outputs.stack_folders import remove_stale_stacks, stale_stacks
-from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.plan.model import Fleet
 
 
 def stack_folder(out: Path, name: str, stack_name: str | None = None) -> Path:

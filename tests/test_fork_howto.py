@@ -16,7 +16,7 @@ import yaml
 
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS, FIXTURE_SNAPSHOTS, ROOT, USER_SNAPSHOTS
 from tests.requirements import SHARED
-from themelio_gpu.outputs.schemas import schema_texts
+from themelio_gpu.render.schemas import schema_texts
 
 README = ROOT / "README.md"
 

@@ -24,8 +24,9 @@ from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.k8s.nvidia import GPU_CLASS, MIG_CONFIG
 from themelio_gpu.live.preflight import expected_device_classes
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.helm.values import CONTROL_PLANE_TOLERATION, gpu_pool_tolerations
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 
 FLEET = FIXTURES / "fleets" / "gpu-operator-mode"
 CATALOG = FLEET / "catalog" / "gpu-catalog.yaml"

@@ -19,10 +19,11 @@ import yaml
 from tests.builders import cluster, fleet_of, plan_of
 from tests.requirements import binary, shared_path
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass
-from themelio_gpu.plan.fleet import Fleet, HelmReleaseSpec, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.helm.known_values import render_values_yaml
 from themelio_gpu.plan.helm.values import gpu_pool_tolerations
 from themelio_gpu.plan.manifests import device_class_manifest
+from themelio_gpu.plan.model import Fleet, HelmReleaseSpec
 
 FLEET = Path(__file__).parent / "fixtures" / "fleets" / "gpu-operator-mode"
 CLUSTERS = ("gpu-forge", "gpu-next")

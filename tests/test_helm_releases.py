@@ -12,13 +12,13 @@ import yaml
 
 from tests.builders import cluster, fleet_of, problems_of
 from tests.requirements import shared_path
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet
 from themelio_gpu.plan.helm.known_values import iter_value_paths, parse_path
 from themelio_gpu.plan.helm.values import (
     NFD_WORKER_DEFAULT_TOLERATIONS,
     operator_restarts_gpu_clients,
     with_chart_defaults,
 )
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 
 StackJson = Callable[[str], dict[str, Any]]
 REAL_VALUES = {

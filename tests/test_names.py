@@ -26,7 +26,8 @@ from themelio_gpu.inputs.catalog.catalog import load_catalog
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.live.preflight import run_preflight
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 
 FLEET = FIXTURES / "fleets" / "own-names"
 CATALOG = FLEET / "catalog" / "gpu-catalog.yaml"

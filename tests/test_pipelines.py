@@ -33,7 +33,7 @@ from themelio_gpu.changes.report import render
 from themelio_gpu.cli import main
 from themelio_gpu.outputs.stack_folders import STACKS_FOLDER
 from themelio_gpu.pipelines import atlantis, github_actions
-from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.plan.model import Fleet
 
 EXAMPLE_INPUTS = [
     "--catalog",

@@ -33,7 +33,8 @@ from themelio_gpu.live.preflight import (
     run_preflight,
     winning_class,
 )
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 
 ROOT = Path(__file__).resolve().parents[1]
 QUOTA_FLEET = ROOT / "tests" / "fixtures" / "fleets" / "quota-chart-gpu"

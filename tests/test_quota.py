@@ -25,7 +25,8 @@ from tests.conftest import FIXTURES
 from tests.quota_model import CHART_CLASSES, ClusterModel, Route, admits, most_devices, unlimited_routes
 from tests.requirements import binary, shared_path
 from themelio_gpu.inputs.problems import InputError
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
 
 QUOTA_FLEETS = FIXTURES / "fleets"

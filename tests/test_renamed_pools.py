@@ -20,7 +20,8 @@ import pytest
 from tests.builders import cluster, problems_of
 from tests.conftest import FIXTURES
 from tests.test_terraform import mirror_environment, terraform_cli_config  # noqa: F401 (a fixture)
-from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import Fleet
 from themelio_gpu.plan.renames import KARPENTER_RENAME
 from themelio_gpu.verify import terraform as tf
 

@@ -24,7 +24,7 @@ import pytest
 
 from tests.builders import cluster, fleet_of, plan_of, write_fleet
 from tests.requirements import ROOT, unavailable
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.tools import Toolbox, toolbox

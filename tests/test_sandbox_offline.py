@@ -9,7 +9,7 @@ import pytest
 
 from tests.builders import cluster, fleet_of, plan_of
 from themelio_gpu.dryrun.resourceslices import parse_resourceslices
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox import inventory
 from themelio_gpu.sandbox.errors import MissingToolError, SandboxError

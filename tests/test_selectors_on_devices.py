@@ -19,7 +19,7 @@ from themelio_gpu.dryrun.match import MatchReport, match_classes
 from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.plan.model import Fleet
 
 SLICES = FIXTURES / "resourceslices"
 

@@ -13,7 +13,7 @@ import pytest
 from tests.builders import cluster, fleet_of
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_CLUSTERS, FIXTURE_SNAPSHOTS, ROOT
 from tests.snapshot import assert_matches_snapshot, assert_no_stale_snapshots
-from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.plan.model import Fleet
 from themelio_gpu.settings import DEFAULT_OUTDIR
 
 StackJson = Callable[[str], dict[str, Any]]

@@ -29,7 +29,8 @@ from tests.conftest import EXAMPLE_CLUSTERS, FIXTURES, ROOT, USER_FLEET_GUARD
 from tests.requirements import binary, shared_path, unavailable
 from themelio_gpu.cli import main
 from themelio_gpu.inputs.clusters import definition as d
-from themelio_gpu.plan.fleet import Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import Fleet
 from themelio_gpu.verify import terraform as tf
 
 FLEET = FIXTURES / "fleets" / "terraform"

@@ -29,11 +29,12 @@ from themelio_gpu.cli import cluster_contract_files, contract_files
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.scheduling import BLOCKING_EFFECTS, TaintSpec, untolerated
-from themelio_gpu.outputs.contracts import waldur_backend_components
-from themelio_gpu.outputs.polyaxon import PRESETS_FOLDER, QUEUE_NAME_LABEL, Preset, polyaxon_presets
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.kueue import pool_capacity
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.plan.quota import plan_quota
+from themelio_gpu.render.contracts import waldur_backend_components
+from themelio_gpu.render.polyaxon import PRESETS_FOLDER, QUEUE_NAME_LABEL, Preset, polyaxon_presets
 
 FLEETS = FIXTURES / "fleets"
 FLEET_NAMES = tuple(sorted(p.name for p in FLEETS.iterdir() if (p / "stacks").is_dir()))

@@ -21,8 +21,9 @@ from tests.snapshot import (
 )
 from themelio_gpu.cli import CONTRACT_FILES, cluster_contract_files, contract_files
 from themelio_gpu.inputs.problems import InputError, Problems
-from themelio_gpu.outputs.schemas import schema_texts
-from themelio_gpu.plan.fleet import Fleet, cluster_definition_files, load_fleet
+from themelio_gpu.plan.fleet import cluster_definition_files, load_fleet
+from themelio_gpu.plan.model import Fleet
+from themelio_gpu.render.schemas import schema_texts
 
 pytestmark = pytest.mark.user_fleet
 

@@ -21,9 +21,10 @@ from tests.conftest import ROOT
 from tests.requirements import binary, shared_path
 from themelio_gpu.cli import main
 from themelio_gpu.k8s.nvidia import DEPLOY_CLIENT
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.helm.known_values import render_values_yaml
 from themelio_gpu.plan.helm.values import NFD_WORKER_DEFAULT_TOLERATIONS, OPERAND_DEFAULT_TOLERATIONS
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.verify.charts import ChartSource
 from themelio_gpu.verify.command import verify_cluster
 from themelio_gpu.verify.proof import ClusterProof, Row

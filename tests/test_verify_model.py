@@ -14,7 +14,7 @@ from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.nvidia import DEPLOY_CLIENT, DEPLOY_MIG_MANAGER, DRIVER_OWNER, GPU_PRESENT, GPU_TOLERATION
 from themelio_gpu.k8s.scheduling import TaintSpec
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.verify.operator_model import (
     DRA_PLUGIN,
     GPU_CLUSTER_STATE_LABELS,

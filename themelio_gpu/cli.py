@@ -22,7 +22,12 @@ from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_
 from themelio_gpu.inputs.problems import InputError, Problems
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.k8s import names as k8s_names
-from themelio_gpu.outputs.contracts import (
+from themelio_gpu.outputs.output_folder import OutputWriteError
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.helm.known_values import KnownValuesTableError
+from themelio_gpu.plan.model import ClusterPlan, Fleet
+from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
+from themelio_gpu.render.contracts import (
     WALDUR_RESOURCE_QUOTA_NAME,
     closed_resource_quota,
     cluster_notebook_choices,
@@ -35,13 +40,9 @@ from themelio_gpu.outputs.contracts import (
     waldur_backend_components,
     waldur_quota_mapping,
 )
-from themelio_gpu.outputs.kueue import kueue_objects
-from themelio_gpu.outputs.output_folder import OutputWriteError
-from themelio_gpu.outputs.polyaxon import preset_files as polyaxon_preset_files
-from themelio_gpu.outputs.yaml_output import dump_yaml
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
-from themelio_gpu.plan.helm.known_values import KnownValuesTableError
-from themelio_gpu.plan.quota import grant_notes, plan_quota, resolve_grants
+from themelio_gpu.render.kueue import kueue_objects
+from themelio_gpu.render.polyaxon import preset_files as polyaxon_preset_files
+from themelio_gpu.render.yaml_output import dump_yaml
 from themelio_gpu.sandbox import command as sandbox_command
 from themelio_gpu.settings import (
     CATALOG_ENV,
@@ -259,7 +260,7 @@ def synth_main(argv: Sequence[str]) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from themelio_gpu.outputs.schemas import schema_warnings
+    from themelio_gpu.render.schemas import schema_warnings
 
     fleet = _load(args)
     for advice in fleet.advice:
@@ -432,7 +433,7 @@ def _catalog_quota(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from themelio_gpu.outputs.schemas import schema_texts
+    from themelio_gpu.render.schemas import schema_texts
 
     for path, text in schema_texts().items():
         path.write_text(text, encoding="utf-8")

@@ -27,7 +27,7 @@ from themelio_gpu.changes.stacks import StackConfig, instance_count, read_stack
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.outputs.stack_folders import STACK_FILE, STACKS_FOLDER
-from themelio_gpu.plan.fleet import Fleet
+from themelio_gpu.plan.model import Fleet
 
 
 class _Found:

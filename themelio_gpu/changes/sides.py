@@ -34,7 +34,8 @@ from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.outputs.stack_folders import STACK_FILE, STACKS_FOLDER
 from themelio_gpu.outputs.stack_inputs import EMPTY, Index, file_digest, fleet_key, plan_digests, read_index
 from themelio_gpu.outputs.synth import intact_records, output_target
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.settings import InputPaths
 
 

@@ -29,6 +29,7 @@ def helm_binary(purpose: str = "verify renders the real charts with `helm templa
     found = shutil.which("helm")
     if found is not None:
         return found
+    # sandbox is a layer below charts (pyproject.toml [tool.importlinter]): its tool cache, never the reverse.
     from themelio_gpu.sandbox.tools import load_tools
 
     built = load_tools()["helm"]

@@ -19,7 +19,9 @@ from themelio_gpu.constructs.providers import (
     NamespaceV1Metadata,
     TerraformStack,
 )
-from themelio_gpu.outputs.contracts import (
+from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.plan.quota import plan_quota
+from themelio_gpu.render.contracts import (
     closed_resource_quota,
     cluster_notebook_choices,
     gpu_labels_config,
@@ -27,9 +29,7 @@ from themelio_gpu.outputs.contracts import (
     kubeflow_workspacekind_pod_configs,
     waldur_quota_mapping,
 )
-from themelio_gpu.outputs.yaml_output import dump_yaml
-from themelio_gpu.plan.fleet import ClusterPlan
-from themelio_gpu.plan.quota import plan_quota
+from themelio_gpu.render.yaml_output import dump_yaml
 
 
 @lru_cache(maxsize=1024)

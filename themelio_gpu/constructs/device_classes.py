@@ -14,8 +14,8 @@ from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.providers import Manifest, ManifestFieldManager, TerraformIterator, TerraformStack
 from themelio_gpu.constructs.shared_values import each_value_map, shared_map
 from themelio_gpu.inputs.catalog.names import Names
-from themelio_gpu.plan.fleet import DeviceClassSpec
 from themelio_gpu.plan.manifests import device_class_manifest
+from themelio_gpu.plan.model import DeviceClassSpec
 
 
 class DeviceClasses:

@@ -7,7 +7,7 @@ from typing import Any
 
 from themelio_gpu.constructs.providers import TerraformStack
 from themelio_gpu.constructs.release_settings import pinned_release
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 
 
 class DraDriverRelease:

@@ -25,7 +25,7 @@ from themelio_gpu.constructs.providers import (
 )
 from themelio_gpu.constructs.shared_values import shared_value
 from themelio_gpu.constructs.state_backend import configure_backend
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.speedups import Speedup, enabled
 
 

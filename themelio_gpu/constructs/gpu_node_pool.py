@@ -35,8 +35,8 @@ from themelio_gpu.constructs.providers import (
 )
 from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.clusters.definition import KarpenterNodes, NodePool
-from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
-from themelio_gpu.k8s.quantity import canonical_quantity
+from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.plan.manifests import karpenter_node_pool_manifest
 
 
 class GpuNodePool:
@@ -95,43 +95,12 @@ class GpuNodePool:
         self.dependables.append(taints)
 
     def _karpenter(self, contract: PoolContract, karpenter: KarpenterNodes) -> None:
-        # The instance type is a well-known label Karpenter sets itself (a Karpenter pool has no instanceType):
-        # it goes in the requirements.
-        spec: dict[str, Any] = {
-            "template": {
-                "metadata": {"labels": dict(contract.labels)},
-                "spec": {
-                    "nodeClassRef": {
-                        "group": karpenter.node_class_ref.group,
-                        "kind": karpenter.node_class_ref.kind,
-                        "name": karpenter.node_class_ref.name,
-                    },
-                    "requirements": [
-                        {"key": INSTANCE_TYPE, "operator": "In", "values": list(karpenter.instance_types)},
-                        {
-                            "key": "karpenter.sh/capacity-type",
-                            "operator": "In",
-                            "values": list(karpenter.capacity_types),
-                        },
-                    ],
-                    # The NodePool CRD's value pattern needs a character: a taint without a value omits it.
-                    "taints": [t.as_object() for t in contract.taints],
-                },
-            }
-        }
-        if karpenter.max_gpus is not None:
-            # As the API server stores it (1000 -> 1k): anything else reads back changed after apply.
-            spec["limits"] = {"nvidia.com/gpu": canonical_quantity(karpenter.max_gpus)}
+        manifest = karpenter_node_pool_manifest(contract, karpenter)
         node_pool = Manifest(
             self.stack,
             karpenter_node_pool_id(contract.name),
-            manifest={
-                "apiVersion": "karpenter.sh/v1",
-                "kind": "NodePool",
-                "metadata": {"name": contract.name},
-                # The node class reference is the user's text: literal() keeps it from being a template.
-                "spec": literal(spec),
-            },
+            # The node class reference is the user's text: literal() keeps it from being a template.
+            manifest={**manifest, "spec": literal(manifest["spec"])},
             field_manager=ManifestFieldManager(name=self.field_manager),
         )
         self.dependables.append(node_pool)

@@ -19,7 +19,7 @@ from themelio_gpu.constructs.naming import node_labels_id, node_taints_id
 from themelio_gpu.constructs.providers import TerraformStack
 from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.renames import moves_addresses
 
 LABELS_TYPE = "kubernetes_labels"

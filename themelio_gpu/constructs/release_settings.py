@@ -8,8 +8,8 @@ from typing import Any
 from themelio_gpu.constructs.literal import literal
 from themelio_gpu.constructs.naming import logical_id
 from themelio_gpu.constructs.providers import Release, TerraformStack
-from themelio_gpu.plan.fleet import HelmReleaseSpec
 from themelio_gpu.plan.helm.known_values import render_values_yaml
+from themelio_gpu.plan.model import HelmReleaseSpec
 
 MAX_HISTORY = 10
 

@@ -19,7 +19,7 @@ from themelio_gpu.inputs.catalog.driver_classes import DriverClass, driver_devic
 from themelio_gpu.inputs.catalog.model import ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.k8s.nvidia import GPU, GPU_CLASS, MIG_CLASS
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 
 
 def _chart_served(offerings: Iterable[ResolvedOffering], with_aliases: bool) -> bool:

@@ -48,7 +48,7 @@ from themelio_gpu.k8s.quota import devices_key
 from themelio_gpu.k8s.semver import Semver
 from themelio_gpu.k8s.version import parse_kubernetes_version
 from themelio_gpu.plan import dra_mode
-from themelio_gpu.plan.fleet import ClusterPlan, DeviceClassSpec
+from themelio_gpu.plan.model import ClusterPlan, DeviceClassSpec
 from themelio_gpu.plan.quota import (
     ClusterQuotaPlan,
     QuotaPath,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
 from themelio_gpu.constructs.providers import App
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 
 
 def build_app(

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from themelio_gpu.engine import Engine
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 
 INDEX = ".themelio-inputs.json"
 """Beside manifest.json: per stack, the digest of its inputs and the SHA-256 of its stack file."""

@@ -40,7 +40,8 @@ from themelio_gpu.outputs.stack_inputs import (
     input_digests,
     read_index,
 )
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.settings import DEFAULT_OUTDIR, InputPaths
 from themelio_gpu.words import count
 

@@ -12,7 +12,8 @@ from themelio_gpu.inputs.problems import InputError, Problems
 from themelio_gpu.inputs.yaml_input import add_positions, load_yaml_document
 from themelio_gpu.pipelines import atlantis, github_actions
 from themelio_gpu.pipelines.generated_file import NotOursError, is_current, write_generated
-from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.settings import InputPaths
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT = 0, 1, 2

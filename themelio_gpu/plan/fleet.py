@@ -8,7 +8,6 @@ jsii round trips to the minimum that the output needs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -28,7 +27,7 @@ from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.files import cluster_definition_files as cluster_definition_files  # re-exported
 from themelio_gpu.inputs.clusters.files import clusters_beside_the_catalog, load_cluster_files
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
-from themelio_gpu.inputs.problems import Problem, Problems
+from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import add_positions, display_path, format_location
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.dra import (
@@ -49,39 +48,10 @@ from themelio_gpu.plan.helm.known_values import (
     unknown_value_paths,
 )
 from themelio_gpu.plan.kubernetes_version import version_warnings
+from themelio_gpu.plan.model import ClusterPlan, ConfigMapSpec, DeviceClassSpec, Fleet, HelmReleaseSpec
 from themelio_gpu.plan.terraform_version import required_terraform_version
 
 ALL_COMPONENTS = tuple(Component)
-
-
-@dataclass(frozen=True)
-class DeviceClassSpec:
-    name: str
-    extended_resource_name: str
-    selector: str
-    offering: str
-    is_alias: bool
-
-
-@dataclass(frozen=True)
-class HelmReleaseSpec:
-    """One Helm release of a cluster's stack: what Terraform installs and what `verify` renders."""
-
-    name: str
-    chart: str
-    version: str
-    repository: str
-    namespace: str
-    values: Mapping[str, Any]
-    timeout_seconds: int
-
-
-@dataclass(frozen=True)
-class ConfigMapSpec:
-    """Where a cluster publishes the catalog outputs: its catalogConfigMap, the fleet's names filling in."""
-
-    namespace: str
-    name: str
 
 
 def config_map_spec(cluster: ClusterDefinition, names: Names) -> ConfigMapSpec | None:
@@ -90,77 +60,6 @@ def config_map_spec(cluster: ClusterDefinition, names: Names) -> ConfigMapSpec |
         return None
     namespace = names.namespace if given.namespace is None else given.namespace  # "" is checked, not replaced
     return ConfigMapSpec(namespace, names.config_map_name if given.name is None else given.name)
-
-
-@dataclass(frozen=True)
-class ClusterPlan:
-    definition: ClusterDefinition
-    file: str
-    offerings: tuple[ResolvedOffering, ...]
-    advertised_names: tuple[str, ...]
-    """Every extended resource name this cluster serves: offerings, plus aliases while migrating."""
-    device_classes: tuple[DeviceClassSpec, ...]
-    """The classes this stack creates."""
-    driver_classes: tuple[DriverClass, ...]
-    """The classes the DRA driver's installer (chart or GPU Operator) creates; empty when no pool uses DRA."""
-    pools: tuple[PoolContract, ...]
-    placements: Mapping[str, tuple[str, ...]]
-    """Offering -> the pools whose GPUs publish devices its class selects (a capability: every such pool)."""
-    products: Mapping[str, GpuProduct]
-    """The catalog's merged product table: what a class selecting any GPU (the chart's) can take."""
-    releases: tuple[HelmReleaseSpec, ...]
-    """In install order: the GPU Operator, then the DRA driver chart when the cluster has one."""
-    terraform_version: str
-    """`terraform.required_version`: the oldest Terraform with every feature the stack uses."""
-    names: Names
-    """The fleet's own names (the catalog's `names:`): label domain, field manager, namespace, ..."""
-    config_map: ConfigMapSpec | None
-    """The ConfigMap publishing the catalog outputs in the cluster, if the definition asks for one."""
-
-    @property
-    def name(self) -> str:
-        return self.definition.name
-
-    @property
-    def dra_enabled(self) -> bool:
-        """Some pool uses DRA: the cluster gets a DRA driver (chart or GPU Operator) and DeviceClasses."""
-        return any(p.dra for p in self.pools)
-
-    @property
-    def operator_release(self) -> HelmReleaseSpec:
-        return self.releases[0]
-
-    @property
-    def dra_release(self) -> HelmReleaseSpec | None:
-        """The separate DRA driver release; None without DRA pools or when the GPU Operator manages it."""
-        return self.releases[1] if len(self.releases) > 1 else None
-
-    @property
-    def operator_values(self) -> Mapping[str, Any]:
-        return self.operator_release.values
-
-    @property
-    def dra_values(self) -> Mapping[str, Any] | None:
-        return self.dra_release.values if self.dra_release is not None else None
-
-
-@dataclass(frozen=True)
-class Fleet:
-    catalog: Catalog
-    clusters: tuple[ClusterPlan, ...]
-    warnings: tuple[Problem, ...] = ()
-    """What the fleet may get wrong without being wrong (a Kubernetes version newer than any known), by file."""
-    advice: tuple[Problem, ...] = ()
-    """What may be meant but often is not (a reserved pool no Kueue queue grants): `validate` says it, by file."""
-    reused: tuple[tuple[str, str], ...] = ()
-    """(file, cluster name) of the clusters left unplanned, their files unchanged (load_fleet's `unchanged`);
-    empty unless asked for. Their plans are not in `clusters`."""
-
-    def cluster(self, name: str) -> ClusterPlan | None:
-        return next((c for c in self.clusters if c.name == name), None)
-
-    def clusters_serving(self, offering: str) -> tuple[str, ...]:
-        return tuple(c.name for c in self.clusters if any(o.name == offering for o in c.offerings))
 
 
 def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str] | None = None) -> Fleet:

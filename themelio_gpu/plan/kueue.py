@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
@@ -40,10 +39,8 @@ from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.nvidia import DEPLOY_DEVICE_PLUGIN
 from themelio_gpu.k8s.scheduling import BLOCKING_EFFECTS, TaintSpec
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, plan_quota
-
-if TYPE_CHECKING:
-    from themelio_gpu.plan.fleet import ClusterPlan
 
 DEFAULT_QUEUE = "gpus"
 """The ClusterQueue of the pools open to every workload, for every namespace."""

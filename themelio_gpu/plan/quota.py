@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
@@ -43,9 +42,7 @@ from themelio_gpu.k8s.nvidia import (
     mig_resource,
 )
 from themelio_gpu.k8s.quota import class_charges, device_plugin_charges, devices_key, requests_key
-
-if TYPE_CHECKING:  # fleet.py plans the quotas of a cluster to check what its consumers' objects can hold
-    from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 
 
 # --- Devices ---------------------------------------------------------------------------------------------

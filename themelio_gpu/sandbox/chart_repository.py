@@ -19,7 +19,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from themelio_gpu import interrupts
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.errors import SandboxError
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from themelio_gpu import interrupts
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import chart_repository
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.nodes import simulated_nodes

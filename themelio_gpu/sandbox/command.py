@@ -22,7 +22,8 @@ from typing import Any
 
 from themelio_gpu import interrupts
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.plan.fleet import ClusterPlan, load_fleet
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import build, cluster, coverage, daemonsets, deploy, inventory, probe
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.tools import Toolbox, toolbox

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from themelio_gpu import interrupts
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox

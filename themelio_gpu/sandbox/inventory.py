@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from themelio_gpu import interrupts
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox

@@ -31,7 +31,7 @@ from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.nvidia import DRA_DRIVER, device_plugin_resource
 from themelio_gpu.k8s.semver import parse_semver
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 
 SYSTEM_NODE = "system-0"
 """The one CPU node of every sandbox: a real cluster runs its controllers (the GPU Operator, NFD's master) on

@@ -22,7 +22,7 @@ from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.dra import implicit_name
 from themelio_gpu.k8s.scheduling import untolerated
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
 from themelio_gpu.sandbox.errors import SandboxError
@@ -343,8 +343,8 @@ def quota_probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Q
     """Per offering with pools: a namespace whose ResourceQuota is what `catalog quota` writes for a grant of
     one device. The grant is admitted (and scheduled), one more is refused by the API server's quota
     admission, and so is every other path to a device; anything else admitted is a hole in the quota model."""
-    from themelio_gpu.outputs.contracts import WALDUR_RESOURCE_QUOTA_NAME, resource_quota
     from themelio_gpu.plan.quota import plan_quota, resolve_grants
+    from themelio_gpu.render.contracts import WALDUR_RESOURCE_QUOTA_NAME, resource_quota
 
     quota = plan_quota(plan)
     rows: list[QuotaRow] = []

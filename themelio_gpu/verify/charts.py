@@ -9,7 +9,7 @@ from pathlib import Path
 from themelio_gpu.charts.cache import check_chart_folder
 from themelio_gpu.charts.helm import ChartError
 from themelio_gpu.inputs.yaml_input import display_path
-from themelio_gpu.plan.fleet import HelmReleaseSpec
+from themelio_gpu.plan.model import HelmReleaseSpec
 
 
 class VerifyError(Exception):

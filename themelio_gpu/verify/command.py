@@ -10,8 +10,8 @@ from typing import Any, TextIO
 
 from themelio_gpu.charts.helm import ChartError, helm_binary
 from themelio_gpu.inputs.yaml_input import display_path
-from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.manifests import device_class_manifest
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.verify.charts import ChartSource
 from themelio_gpu.verify.proof import ClusterProof, prove_cluster, render_proof
 from themelio_gpu.verify.render import RenderedRelease, render_release

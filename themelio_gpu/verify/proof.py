@@ -26,9 +26,9 @@ from typing import Any
 from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
 from themelio_gpu.k8s.nvidia import DEPLOY
-from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.helm.values import OPERATOR_CHART
 from themelio_gpu.plan.manifests import device_class_manifest
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.verify.operator_model import ClusterPolicyMode, GPUClusterMode, OperatorMode, operator_mode
 from themelio_gpu.verify.placement import Node, why_not
 from themelio_gpu.verify.render import RenderedRelease

@@ -14,8 +14,8 @@ import yaml
 from themelio_gpu.charts.helm import ChartError, run_helm
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.k8s.dra import RESOURCE_API_MINOR, RESOURCE_API_VERSION
-from themelio_gpu.plan.fleet import HelmReleaseSpec
 from themelio_gpu.plan.helm.known_values import render_values_yaml
+from themelio_gpu.plan.model import HelmReleaseSpec
 
 # The API server serves these; helm template cannot discover them, and some charts branch on them
 # (gpu-operator v26.7.0 refuses its GPUCluster without DeviceClass).

@@ -15,7 +15,7 @@ An offering that lands on a pool serving it with its own node selector and toler
 that lands only on reserved pools (a NoSchedule or NoExecute taint its tolerations do not tolerate) gets the
 preset only together with the Kueue queue the cluster definition grants such a pool: `environment.labels`
 carries `kueue.x-k8s.io/queue-name`, and Kueue adds the flavor's tolerations and pool label to the pods it
-admits (outputs/kueue.py). Otherwise it is left out, with the reason, as the Kubeflow files leave out an
+admits (render/kueue.py). Otherwise it is left out, with the reason, as the Kubeflow files leave out an
 offering no notebook could land with.
 """
 
@@ -28,11 +28,11 @@ from typing import Any
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.catalog.model import Lifecycle
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
-from themelio_gpu.outputs.contracts import offering_tolerations, why_not_on
-from themelio_gpu.outputs.yaml_output import dump_yaml
-from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.kueue import KueuePlan, Queue, plan_kueue
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, plan_quota
+from themelio_gpu.render.contracts import offering_tolerations, why_not_on
+from themelio_gpu.render.yaml_output import dump_yaml
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 """The label Kueue reads on a Job to admit it through the LocalQueue of that name in the Job's namespace."""

@@ -18,7 +18,7 @@ from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.quota import requests_key
 from themelio_gpu.k8s.scheduling import selector_mismatches, untolerated
-from themelio_gpu.plan.fleet import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan
 
 # Waldur's Rancher plugin applies quotas as one ResourceQuota of this name per project namespace.

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from themelio_gpu.plan.fleet import ClusterPlan
 from themelio_gpu.plan.kueue import NAMESPACE_NAME_LABEL, Flavor, KueuePlan, Queue, plan_kueue
+from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
