@@ -7,8 +7,15 @@ from typing import Any
 
 import pytest
 
-from themelio_gpu.k8s.scheduling import TaintSpec, requirement_matches, tolerates
-from themelio_gpu.verify.placement import Node, PodScheduling, untolerated_taints, why_not
+from themelio_gpu.k8s.scheduling import (
+    Node,
+    PodScheduling,
+    TaintSpec,
+    requirement_matches,
+    tolerates,
+    untolerated_taints,
+    why_not,
+)
 
 GPU_TAINT = TaintSpec("nvidia.com/gpu", "present", "NoSchedule")
 

@@ -13,7 +13,7 @@ from tests.builders import cluster, fleet_of
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.nvidia import DEPLOY_CLIENT, DEPLOY_MIG_MANAGER, DRIVER_OWNER, GPU_PRESENT, GPU_TOLERATION
-from themelio_gpu.k8s.scheduling import TaintSpec
+from themelio_gpu.k8s.scheduling import Node, PodScheduling, TaintSpec
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.verify.operator_model import (
     DRA_PLUGIN,
@@ -23,7 +23,6 @@ from themelio_gpu.verify.operator_model import (
     GPUClusterMode,
     operator_mode,
 )
-from themelio_gpu.verify.placement import Node, PodScheduling
 from themelio_gpu.verify.proof import Expect, blockers, expectation, place, pool_nodes, settle
 from themelio_gpu.verify.workloads import NFD_OS_LABELS, Role, Workload, nfd_labels, nfd_os_labels
 

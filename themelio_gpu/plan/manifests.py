@@ -10,6 +10,7 @@ from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.clusters.definition import KarpenterNodes
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
 from themelio_gpu.k8s.dra import RESOURCE_API_VERSION
+from themelio_gpu.k8s.nvidia import GPU
 from themelio_gpu.k8s.quantity import canonical_quantity
 from themelio_gpu.plan.model import DeviceClassSpec
 
@@ -62,7 +63,7 @@ def karpenter_node_pool_manifest(contract: PoolContract, karpenter: KarpenterNod
     }
     if karpenter.max_gpus is not None:
         # As the API server stores it (1000 -> 1k): anything else reads back changed after apply.
-        spec["limits"] = {"nvidia.com/gpu": canonical_quantity(karpenter.max_gpus)}
+        spec["limits"] = {GPU: canonical_quantity(karpenter.max_gpus)}
     return {
         "apiVersion": NODE_POOL_API_VERSION,
         "kind": "NodePool",

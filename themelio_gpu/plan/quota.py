@@ -44,7 +44,6 @@ from themelio_gpu.k8s.nvidia import (
 from themelio_gpu.k8s.quota import class_charges, device_plugin_charges, devices_key, requests_key
 from themelio_gpu.plan.model import ClusterPlan
 
-
 # --- Devices ---------------------------------------------------------------------------------------------
 
 

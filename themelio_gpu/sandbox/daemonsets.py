@@ -2,7 +2,7 @@
 
 After apply, each DaemonSet the charts created (NFD's worker, the DRA driver's kubelet plugin, ...) has pods on
 the nodes the real DaemonSet controller chose and the real kube-scheduler bound. The same DaemonSet, read back
-from the API server, is placed by `verify/placement.py` (`why_not`, on `k8s/scheduling.py`) on the same nodes,
+from the API server, is placed by `k8s/scheduling.py` (`why_not`, what `verify` proves with) on the same nodes,
 with their labels and taints as they are now: the two must name the same nodes.
 
 The GPU Operator's operands are not here: its own controller creates them from its ClusterPolicy or
@@ -19,10 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from themelio_gpu.k8s.scheduling import TaintSpec
+from themelio_gpu.k8s.scheduling import Node, PodScheduling, TaintSpec, why_not
 from themelio_gpu.sandbox.cluster import Sandbox, kubectl
 from themelio_gpu.sandbox.tools import Toolbox
-from themelio_gpu.verify.placement import Node, PodScheduling, why_not
 
 WAIT_SECONDS = 60.0
 OPERATOR_KINDS = ("clusterpolicies.nvidia.com", "gpuclusters.nvidia.com")

@@ -64,10 +64,10 @@ from themelio_gpu.k8s.nvidia import (
     GPU_TOLERATION,
     MIG_CAPABLE,
 )
+from themelio_gpu.k8s.scheduling import PodScheduling
 from themelio_gpu.k8s.version import release_numbers
 from themelio_gpu.plan.helm.values import GPU_CLIENT_OPERATOR
 from themelio_gpu.plan.manifests import DEVICE_CLASS_API_VERSION
-from themelio_gpu.verify.placement import PodScheduling
 from themelio_gpu.verify.workloads import NFD_LABEL_PREFIX, NFD_OS_LABELS, Role, Workload
 
 NFD_GPU_LABELS = (

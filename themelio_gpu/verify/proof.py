@@ -5,7 +5,7 @@ Each pool's nodes are modelled from the pool's label and taint contract (`pool_c
 the node gets at runtime: the kubelet's and Karpenter's well-known labels, NFD's PCI label (only if NFD's
 worker runs there), and the labels the operator and GPU Feature Discovery add (only if they run there:
 see `operator_model.py`). Those labels decide where the next DaemonSets run, so the model is iterated
-until nothing changes, then every DaemonSet is placed with the scheduler's filters (`placement.py`).
+until nothing changes, then every DaemonSet is placed with the scheduler's filters (`k8s/scheduling.py`).
 
 Required, per pool: the NFD worker and every operand the operator creates run on every GPU pool; the
 device plugin runs on every device-plugin pool and on no DRA pool; the DRA kubelet plugin runs on every
@@ -26,11 +26,11 @@ from typing import Any
 from themelio_gpu.inputs.clusters.definition import NodePool
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
 from themelio_gpu.k8s.nvidia import DEPLOY
+from themelio_gpu.k8s.scheduling import Node, why_not
 from themelio_gpu.plan.helm.values import OPERATOR_CHART
 from themelio_gpu.plan.manifests import device_class_manifest
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.verify.operator_model import ClusterPolicyMode, GPUClusterMode, OperatorMode, operator_mode
-from themelio_gpu.verify.placement import Node, why_not
 from themelio_gpu.verify.render import RenderedRelease
 from themelio_gpu.verify.validation import ValidationResult
 from themelio_gpu.verify.workloads import (

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from themelio_gpu.inputs.catalog.products import GpuProduct
-from themelio_gpu.verify.placement import PodScheduling
+from themelio_gpu.k8s.scheduling import PodScheduling
 
 
 class Role(Enum):
