@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox import inventory
 from themelio_gpu.sandbox.errors import MissingToolError, SandboxError
 from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, PROVISIONED_NODES, SYSTEM_NODE, simulated_nodes
+from themelio_gpu.sandbox.probe import CelCheck, Row
 from themelio_gpu.sandbox.tools import TOOLS_FILE, load_tools, toolbox
 
 
@@ -109,8 +111,6 @@ def test_provisioned_nodes_register_with_the_contract_the_stack_outputs(tmp_path
 def test_a_dra_node_publishes_its_gpus_as_the_driver_does_and_the_dry_run_reads_them(tmp_path: Path) -> None:
     nodes = simulated_nodes(_plan(tmp_path, _pools(WHOLE, MIG)))
     whole, sliced = nodes[0], nodes[-3]
-    import json
-
     devices = parse_resourceslices(json.dumps({"kind": "List", "items": [*whole.slices, *sliced.slices]}))
     on_whole = [d for d in devices if d.node == whole.name]
     assert len(on_whole) == 8
@@ -193,3 +193,42 @@ def test_only_what_the_control_plane_alone_wrote_and_nothing_owns_is_its_own() -
     assert not inventory.made_by_control_plane(item("kube-controller-manager", "themelio-gpu-stacks"))
     assert not inventory.made_by_control_plane(item("helm"))
     assert not inventory.made_by_control_plane(item())
+
+
+def test_a_device_the_scheduler_allocated_is_asked_of_the_offline_cel_evaluator() -> None:
+    slices = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": "n-gpu.nvidia.com"},
+                "spec": {
+                    "driver": "gpu.nvidia.com",
+                    "nodeName": "n",
+                    "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}}],
+                },
+            }
+        ],
+    }
+    devices = {(d.driver, d.pool, d.name): d for d in parse_resourceslices(json.dumps(slices))}
+    pod = {"spec": {"nodeName": "n"}, "status": {"extendedResourceClaimStatus": {"resourceClaimName": "c"}}}
+    claim = {
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "r", "driver": "gpu.nvidia.com", "pool": "n", "device": "gpu-0"}
+        ]}}},
+    }  # fmt: skip
+    agreeing, disagreeing = Row("nvidia.com/x", 1, "x", ["p"]), Row("nvidia.com/x", 1, "x", ["p"])
+    CelCheck(devices, {"x": ["device.attributes['gpu.nvidia.com'].type == 'gpu'"]}).check(
+        agreeing, pod, {"c": claim}
+    )
+    CelCheck(devices, {"x": ["device.attributes['gpu.nvidia.com'].type == 'mig'"]}).check(
+        disagreeing, pod, {"c": claim}
+    )
+    assert (agreeing.cel_checked, agreeing.problems) == (1, [])
+    assert (
+        disagreeing.cel_checked == 1 and "offline CEL evaluator says it does not match" in disagreeing.problems[0]
+    )

@@ -331,7 +331,8 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     _say(
         f"sandbox probe: {plan.name}: {len(rows)} pods, {agreeing} where the model says, {len(rows) - agreeing} not; "
         f"quota: {len(quota)} attempts, {closed} as the quota model says, {len(quota) - closed} not; "
-        f"DaemonSets: {len(placed)}, {where} on the nodes verify's placement says, {len(placed) - where} not"
+        f"DaemonSets: {len(placed)}, {where} on the nodes verify's placement says, {len(placed) - where} not; "
+        f"{sum(r.cel_checked for r in rows)} allocated devices asked of the offline CEL evaluator"
         + (f"; {len(operator)} operator resource(s) whose operands are verify's model only" if operator else "")
     )
     ok = agreeing == len(rows) and closed == len(quota) and where == len(placed)

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from themelio_gpu import interrupts
+from themelio_gpu.dryrun.cel_kubernetes import CelError, compile_selector
+from themelio_gpu.dryrun.resourceslices import Device, parse_resourceslices
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.dra import implicit_name
@@ -47,6 +49,8 @@ class Row:
     pending: str = ""
     """The scheduler's reason when the pod stayed Pending."""
     problems: list[str] = field(default_factory=list)
+    cel_checked: int = 0
+    """Allocated devices the offline CEL evaluator was asked about (each must match its class there too)."""
     uncompared: str = ""
     """Why the row is shown but not compared with the model (a MIG name on device-plugin pools: the plugin's
     renamed MIG resources are not simulated)."""
@@ -128,7 +132,15 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
     create_all(toolbox, sandbox, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
     try:
         nodes = {n["metadata"]["name"]: n for n in _get(toolbox, sandbox, "nodes")["items"]}
-        devices = _devices(_items(toolbox, sandbox, "resourceslices"))
+        slices = _items(toolbox, sandbox, "resourceslices")
+        devices = _devices(slices)
+        cel = CelCheck(
+            {
+                (d.driver, d.pool, d.name): d
+                for d in parse_resourceslices(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}))
+            },
+            {c["metadata"]["name"]: _selectors(c) for c in _items(toolbox, sandbox, "deviceclasses")},
+        )
         rows = []
         for index, (row, offering) in enumerate(planned):
             name = f"probe-{index}"
@@ -139,6 +151,7 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
             }
             events = _get(toolbox, sandbox, "events", "-n", NAMESPACE)["items"]
             _read(row, offering, pod, nodes, devices, claims, events, plan)
+            cel.check(row, pod, claims)
             rows.append(row)
             kubectl(toolbox, sandbox, "delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--wait=true")
             _wait_claims_gone(toolbox, sandbox)
@@ -147,6 +160,47 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
         with interrupts.deferred():
             interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
                             "namespace", NAMESPACE, "--wait=true", "--timeout=60s"])  # fmt: skip
+
+
+def _selectors(device_class: dict[str, Any]) -> list[str]:
+    return [s["cel"]["expression"] for s in device_class.get("spec", {}).get("selectors") or [] if "cel" in s]
+
+
+@dataclass
+class CelCheck:
+    """The offline CEL evaluator (`dryrun/`, what `match` and `trial` use) asked about every device the real
+    scheduler allocated: each must satisfy its DeviceClass's selectors there too."""
+
+    devices: dict[tuple[str, str, str], Device]
+    classes: dict[str, list[str]]
+
+    def check(self, row: Row, pod: dict[str, Any], claims: dict[str, Any]) -> None:
+        status = pod.get("status", {}).get("extendedResourceClaimStatus")
+        if not pod.get("spec", {}).get("nodeName") or status is None:
+            return
+        claim = claims.get(status["resourceClaimName"], {})
+        classes = {
+            r["name"]: (r.get("exactly") or r).get("deviceClassName", "")
+            for r in claim.get("spec", {}).get("devices", {}).get("requests", [])
+        }
+        for result in claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", []):
+            device = self.devices.get((result["driver"], result["pool"], result["device"]))
+            device_class = classes.get(result["request"], "")
+            if device is None or device_class not in self.classes:
+                row.problems.append(f"allocated {result['device']} of {device_class}, which the probe cannot read")
+                continue
+            row.cel_checked += 1
+            for expression in self.classes[device_class]:
+                try:
+                    matched = compile_selector(expression).evaluate(device)
+                except CelError as error:
+                    row.problems.append(f"the CEL evaluator fails on {device_class}'s selector: {error}")
+                    continue
+                if not matched:
+                    row.problems.append(
+                        f"the scheduler allocated {device.name} on {device.node} for class {device_class}, but the "
+                        f"offline CEL evaluator says it does not match {expression!r}"
+                    )
 
 
 def _wait_claims_gone(toolbox: Toolbox, sandbox: Sandbox) -> None:
