@@ -112,16 +112,16 @@ def _pod(index: int, row: Row, offering: ResolvedOffering) -> dict[str, Any]:
     }
 
 
-def _items(toolbox: Toolbox, sandbox: Sandbox, kind: str, *args: str) -> list[Any]:
+def dra_items(toolbox: Toolbox, sandbox: Sandbox, kind: str, *args: str) -> list[Any]:
     """The objects of a DRA kind, none where the cluster's Kubernetes serves no resource.k8s.io/v1 (before
     1.34: a device-plugin-only cluster)."""
     if not any(g.endswith("resource.k8s.io/v1") for g in kubectl(toolbox, sandbox, "api-versions").split()):
         return []
-    items: list[Any] = _get(toolbox, sandbox, kind, *args)["items"]
+    items: list[Any] = get_json(toolbox, sandbox, kind, *args)["items"]
     return items
 
 
-def _get(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> Any:
+def get_json(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> Any:
     return json.loads(kubectl(toolbox, sandbox, "get", *args, "-o", "json"))
 
 
@@ -131,25 +131,25 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
     planned = planned_rows(plan)
     create_all(toolbox, sandbox, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
     try:
-        nodes = {n["metadata"]["name"]: n for n in _get(toolbox, sandbox, "nodes")["items"]}
-        slices = _items(toolbox, sandbox, "resourceslices")
-        devices = _devices(slices)
+        nodes = {n["metadata"]["name"]: n for n in get_json(toolbox, sandbox, "nodes")["items"]}
+        slices = dra_items(toolbox, sandbox, "resourceslices")
+        devices = devices_by_key(slices)
         cel = CelCheck(
             {
                 (d.driver, d.pool, d.name): d
                 for d in parse_resourceslices(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}))
             },
-            {c["metadata"]["name"]: _selectors(c) for c in _items(toolbox, sandbox, "deviceclasses")},
+            {c["metadata"]["name"]: _selectors(c) for c in dra_items(toolbox, sandbox, "deviceclasses")},
         )
         rows = []
         for index, (row, offering) in enumerate(planned):
             name = f"probe-{index}"
             create_all(toolbox, sandbox, [_pod(index, row, offering)])
-            pod = _wait(toolbox, sandbox, 1)[name]
+            pod = wait_pods(toolbox, sandbox, 1)[name]
             claims = {
-                c["metadata"]["name"]: c for c in _items(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE)
+                c["metadata"]["name"]: c for c in dra_items(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE)
             }
-            events = _get(toolbox, sandbox, "events", "-n", NAMESPACE)["items"]
+            events = get_json(toolbox, sandbox, "events", "-n", NAMESPACE)["items"]
             _read(row, offering, pod, nodes, devices, claims, events, plan)
             cel.check(row, pod, claims)
             rows.append(row)
@@ -206,30 +206,30 @@ class CelCheck:
 def _wait_claims_gone(toolbox: Toolbox, sandbox: Sandbox) -> None:
     """Until the garbage collector has deleted the claim of the pod just deleted (its devices are free again)."""
     deadline = time.monotonic() + 30
-    while _items(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE) and time.monotonic() < deadline:
+    while dra_items(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE) and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
-def _wait(toolbox: Toolbox, sandbox: Sandbox, count: int) -> dict[str, Any]:
+def wait_pods(toolbox: Toolbox, sandbox: Sandbox, count: int, namespace: str = NAMESPACE) -> dict[str, Any]:
     """Until every pod is bound or the scheduler has said why not (PodScheduled False: Unschedulable, or a
     plugin's error such as DRA's "cannot allocate all claims")."""
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
-        pods = {p["metadata"]["name"]: p for p in _get(toolbox, sandbox, "pods", "-n", NAMESPACE)["items"]}
-        undecided = [name for name, pod in pods.items() if not _decided(pod)]
+        pods = {p["metadata"]["name"]: p for p in get_json(toolbox, sandbox, "pods", "-n", namespace)["items"]}
+        undecided = [name for name, pod in pods.items() if not decided(pod)]
         if (len(pods) == count and not undecided) or time.monotonic() > deadline:
             return pods
         time.sleep(0.5)
 
 
-def _decided(pod: dict[str, Any]) -> bool:
+def decided(pod: dict[str, Any]) -> bool:
     if pod.get("spec", {}).get("nodeName"):
         return True
     conditions = pod.get("status", {}).get("conditions", [])
     return any(c["type"] == "PodScheduled" and c.get("status") == "False" for c in conditions)
 
 
-def _devices(slices: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def devices_by_key(slices: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
     found = {}
     for item in slices:
         spec = item["spec"]
@@ -238,7 +238,7 @@ def _devices(slices: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[st
     return found
 
 
-def _describe(device: dict[str, Any]) -> str:
+def describe_device(device: dict[str, Any]) -> str:
     attributes = {k: next(iter(v.values())) for k, v in device.get("attributes", {}).items()}
     memory = device.get("capacity", {}).get("memory", {}).get("value", "?")
     profile = attributes.get("profile", "whole GPU")
@@ -287,7 +287,7 @@ def _read(
     claim = claims.get(status["resourceClaimName"], {})
     results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
     allocated = [devices.get((r["driver"], r["pool"], r["device"]), {}) for r in results]
-    row.devices = [_describe(d) for d in allocated]
+    row.devices = [describe_device(d) for d in allocated]
     for device in allocated:
         attributes = {k: next(iter(v.values())) for k, v in device.get("attributes", {}).items()}
         if offering.product is not None and attributes.get("productName") not in offering.product.product_names:
@@ -457,12 +457,12 @@ def _devices_past_admission(toolbox: Toolbox, sandbox: Sandbox, namespace: str, 
     }
     deadline = time.monotonic() + WAIT_SECONDS
     while pending and time.monotonic() < deadline:
-        pods = {p["metadata"]["name"]: p for p in _get(toolbox, sandbox, "pods", "-n", namespace)["items"]}
+        pods = {p["metadata"]["name"]: p for p in get_json(toolbox, sandbox, "pods", "-n", namespace)["items"]}
         for name in list(pending):
             pod = pods.get(name, {})
             if pod.get("spec", {}).get("nodeName"):
                 pending.pop(name).message = f"admitted and bound to {pod['spec']['nodeName']}: it got a device"
-            elif _decided(pod):
+            elif decided(pod):
                 row = pending.pop(name)
                 reason = [c.get("message", "") for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
                 row.admitted = False  # no device: the quota holds where the scheduler's claim is charged
@@ -476,7 +476,7 @@ def _wait_quota_ready(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> Non
     """Quota admission refuses nothing until the quota controller has written the quota's status."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        items = _get(toolbox, sandbox, "resourcequota", "-n", namespace)["items"]
+        items = get_json(toolbox, sandbox, "resourcequota", "-n", namespace)["items"]
         if items and items[0].get("status", {}).get("hard"):
             return
         time.sleep(0.2)
@@ -487,7 +487,7 @@ def _wait_claim_charged(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> N
     """The grant's pod is bound and the claim the scheduler made for it exists (and is charged)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        pod = _get(toolbox, sandbox, "pod", "q-0", "-n", namespace)
+        pod = get_json(toolbox, sandbox, "pod", "q-0", "-n", namespace)
         if pod.get("spec", {}).get("nodeName") and pod.get("status", {}).get("extendedResourceClaimStatus"):
             return
         if pod.get("spec", {}).get("nodeName"):  # the device-plugin path: no claim
