@@ -12,9 +12,10 @@ gives the offering that its selector and tolerations reach. A row where the two 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from themelio_gpu import interrupts
@@ -23,7 +24,8 @@ from themelio_gpu.dryrun.resourceslices import Device, parse_resourceslices
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.dra import implicit_name
-from themelio_gpu.k8s.scheduling import untolerated
+from themelio_gpu.k8s.scheduling import selector_mismatches, untolerated
+from themelio_gpu.plan.kueue import Flavor, plan_kueue
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
@@ -52,6 +54,9 @@ class Row:
     cel_checked: int = 0
     """Allocated devices the offline CEL evaluator was asked about (each must match its class there too)."""
     uncompared: str = ""
+    via: str = ""
+    """How the pod is admitted, when not directly: through a Kueue queue's flavor."""
+    flavor: Flavor | None = field(default=None, repr=False, compare=False)
     """Why the row is shown but not compared with the model (a MIG name on device-plugin pools: the plugin's
     renamed MIG resources are not simulated)."""
 
@@ -60,11 +65,19 @@ class Row:
         return not self.problems or bool(self.uncompared)
 
 
-def _reachable(offering: ResolvedOffering, pool: PoolContract) -> bool:
-    if any(pool.labels.get(k) != v for k, v in offering.node_selector.items()):
+def _reachable(offering: ResolvedOffering, pool: PoolContract, flavor: Flavor | None = None) -> bool:
+    """Whether the probe's pod for the offering (admitted through `flavor`, if given) can land on the pool."""
+    selector = {**offering.node_selector, **(flavor.node_labels if flavor else {})}
+    if selector_mismatches(selector, pool.labels):
         return False
-    tolerations = [t.model_dump(exclude_none=True) for t in offering.tolerations]
-    return not untolerated(tolerations, pool.taints)
+    return not untolerated(_tolerations(offering, flavor), pool.taints)
+
+
+def _tolerations(offering: ResolvedOffering, flavor: Flavor | None) -> list[dict[str, Any]]:
+    """The offering's tolerations, and what Kueue adds to a pod it admits in the flavor (its taints, Exists)."""
+    own = [t.model_dump(exclude_none=True) for t in offering.tolerations]
+    added = [{"key": k, "operator": "Exists", "effect": e} for k, e in (flavor.tolerations if flavor else ())]
+    return own + added
 
 
 def _per_node(pool: PoolContract) -> int:
@@ -88,6 +101,25 @@ def planned_rows(plan: ClusterPlan) -> list[tuple[Row, ResolvedOffering]]:
         if expected:
             too_many = max(_per_node(pools[p]) for p in expected) + 1
             rows.append((Row(offering.name, too_many, offering.name, []), offering))
+    rows.extend(_reserved_rows(plan))
+    return rows
+
+
+def _reserved_rows(plan: ClusterPlan) -> list[tuple[Row, ResolvedOffering]]:
+    """For each queue that grants a reserved pool, a pod as Kueue admits it there: the flavor's node labels
+    and tolerations added (Kueue itself does not run in the sandbox; its admission is what `kueue.yaml` says).
+    It lands on the flavor's pools that serve the offering, and nowhere else."""
+    rows: list[tuple[Row, ResolvedOffering]] = []
+    for queue in plan_kueue(plan).queues:
+        for flavor in queue.flavors:
+            if not any(p.reservations for p in flavor.pools):
+                continue  # an unreserved flavor: the rows above place its offerings already
+            for offering in plan.offerings:
+                serving = set(plan.placements.get(offering.name, ()))
+                expected = [p.name for p in flavor.pools if p.name in serving and _reachable(offering, p, flavor)]
+                if expected:
+                    via = f"queue {queue.name}, flavor {flavor.name} (Kueue's admission as kueue.yaml says)"
+                    rows.append((Row(offering.name, 1, offering.name, expected, via=via, flavor=flavor), offering))
     return rows
 
 
@@ -100,10 +132,11 @@ def _pod(index: int, row: Row, offering: ResolvedOffering) -> dict[str, Any]:
                 "resources": {"limits": {row.name: str(row.count)}},
             }
         ],
-        "tolerations": [t.model_dump(exclude_none=True) for t in offering.tolerations],
+        "tolerations": _tolerations(offering, row.flavor),
     }
-    if offering.node_selector:
-        spec["nodeSelector"] = dict(offering.node_selector)
+    selector = {**offering.node_selector, **(row.flavor.node_labels if row.flavor else {})}
+    if selector:
+        spec["nodeSelector"] = selector
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -301,7 +334,11 @@ def _read(
 
 
 def as_json(rows: list[Row]) -> str:
-    return json.dumps([{**asdict(r), "agrees": r.agrees} for r in rows], indent=2)
+    def shown(row: Row) -> dict[str, Any]:
+        fields = {f.name: getattr(row, f.name) for f in dataclasses.fields(row) if f.name != "flavor"}
+        return {**fields, "flavor": row.flavor.name if row.flavor else None, "agrees": row.agrees}
+
+    return json.dumps([shown(r) for r in rows], indent=2)
 
 
 def as_table(rows: list[Row]) -> str:
@@ -311,7 +348,8 @@ def as_table(rows: list[Row]) -> str:
         landed = f"{row.node} ({row.pool})" if row.node else "Pending"
         what = "; ".join(row.devices) if row.node else row.pending[:90]
         verdict = row.uncompared if row.uncompared else "yes" if row.agrees else "NO: " + "; ".join(row.problems)
-        lines.append((row.name, str(row.count), landed, what, ", ".join(row.expected_pools) or "Pending", verdict))
+        name = f"{row.name} via {row.via}" if row.via else row.name
+        lines.append((name, str(row.count), landed, what, ", ".join(row.expected_pools) or "Pending", verdict))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
