@@ -401,12 +401,6 @@ def _path_before_error(text: str) -> str:
     return format_location(parts)
 
 
-def load_yaml_file(path: Path, problems: Problems, shown_as: str | None = None) -> Any:
-    """The parsed YAML of `path`, or None with a problem recorded."""
-    document = load_yaml_document(path, problems, shown_as)
-    return document.data if document is not None else None
-
-
 def parse_yaml_text(text: str, name: str, problems: Problems) -> Any:
     document = parse_yaml_document(text, name, problems)
     return document.data if document is not None else None
