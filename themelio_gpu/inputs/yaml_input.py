@@ -20,7 +20,7 @@ from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.problems import KeyPath, Location, Mark, Problems, format_location
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -124,12 +124,13 @@ class YamlDocument:
                 return None
         return node
 
-    def position(self, path: Sequence[str | int]) -> str:
+    def position(self, path: Sequence[str | int]) -> Mark | None:
         node, _ = self.node_at(path)
-        if node is None:
-            return ""
-        mark = node.start_mark
-        return f"line {mark.line + 1}, column {mark.column + 1}"
+        return _mark(node.start_mark) if node is not None else None
+
+
+def _mark(mark: yaml.Mark) -> Mark:
+    return Mark(mark.line + 1, mark.column + 1)
 
 
 def _key_matches(key: yaml.Node, part: str | int) -> bool:
@@ -153,13 +154,13 @@ def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
         with path.open("rb") as file:
             raw = file.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        problems.add(name, "", "file not found")
+        problems.add(name, (), "file not found")
         return None
     except IsADirectoryError:
-        problems.add(name, "", "is a folder, not a YAML file")
+        problems.add(name, (), "is a folder, not a YAML file")
         return None
     except OSError as error:
-        problems.add(name, "", f"cannot read file: {error.strerror or error}")
+        problems.add(name, (), f"cannot read file: {error.strerror or error}")
         return None
     if len(raw) > MAX_FILE_BYTES:
         try:
@@ -168,16 +169,16 @@ def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
             size = ""
         problems.add(
             name,
-            "",
+            (),
             f"the file is too large ({size}over the 1 MiB limit for a catalog or cluster file, which takes a few "
             "KB): is it the right file?",
         )
         return None
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        problems.add(name, "", "the file is UTF-16 text: save it as UTF-8")
+        problems.add(name, (), "the file is UTF-16 text: save it as UTF-8")
         return None
     if b"\0" in raw:
-        problems.add(name, "", "a binary file, not YAML text (it holds NUL bytes): is it the right file?")
+        problems.add(name, (), "a binary file, not YAML text (it holds NUL bytes): is it the right file?")
         return None
     try:
         return raw.decode("utf-8")
@@ -185,7 +186,7 @@ def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
         line = raw[: error.start].count(b"\n") + 1
         problems.add(
             name,
-            f"line {line}",
+            Mark(line),
             f"the file is not UTF-8 text (byte 0x{raw[error.start]:02X} is not UTF-8): save it as UTF-8",
         )
         return None
@@ -215,10 +216,7 @@ def _check_aliases(root: yaml.Node) -> None:
             aliased = True  # a node met twice: an alias refers to it
             return sizes[key]
         if key in open_nodes:
-            mark = node.start_mark
-            raise _AliasError(
-                f"line {mark.line + 1}, column {mark.column + 1}", "an alias refers to a value containing it"
-            )
+            raise _AliasError(_mark(node.start_mark), "an alias refers to a value containing it")
         open_nodes.add(key)
         if isinstance(node, yaml.SequenceNode):
             children = list(node.value)
@@ -231,10 +229,10 @@ def _check_aliases(root: yaml.Node) -> None:
         if total > MAX_VALUES:
             if aliased:
                 raise _AliasError(
-                    "", f"aliases expand the document to more than {MAX_VALUES} values; write them out"
+                    (), f"aliases expand the document to more than {MAX_VALUES} values; write them out"
                 )
             raise _AliasError(
-                "",
+                (),
                 f"more than {MAX_VALUES} values, far more than any catalog or cluster file: is it the right file?",
             )
         sizes[key] = total
@@ -254,7 +252,7 @@ _TAG_MISMATCH = (ValueError, TypeError, AttributeError, LookupError, OverflowErr
 (`!!int x`, `!!float y`, `!!bool maybe`, `!!timestamp z`)."""
 
 
-def _tag_mismatch(root: yaml.Node) -> tuple[str, str]:
+def _tag_mismatch(root: yaml.Node) -> tuple[Location, str]:
     """(location, message) of the first scalar that its tag's constructor rejects with a _TAG_MISMATCH."""
     loader = _UniqueKeyLoader("")
     stack = [root]
@@ -264,14 +262,13 @@ def _tag_mismatch(root: yaml.Node) -> tuple[str, str]:
             try:
                 loader.construct_object(node, deep=True)
             except _TAG_MISMATCH:
-                mark = node.start_mark
                 kind = node.tag.rpartition(":")[2]
-                return f"line {mark.line + 1}, column {mark.column + 1}", f"{node.value!r} is not a valid !!{kind}"
+                return _mark(node.start_mark), f"{node.value!r} is not a valid !!{kind}"
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(reversed(node.value))
         elif isinstance(node, yaml.MappingNode):
             stack.extend(reversed([part for pair in node.value for part in pair]))
-    return "", "a value does not match its tag"
+    return (), "a value does not match its tag"
 
 
 def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocument | None:
@@ -290,12 +287,11 @@ def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocumen
         problems.add(name, where, f"invalid YAML: {what}")
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problems.add(name, where, _syntax_message(error, text))
+        problems.add(name, _mark(mark) if mark else (), _syntax_message(error, text))
     except yaml.YAMLError as error:
-        problems.add(name, "", f"invalid YAML: {error}")
+        problems.add(name, (), f"invalid YAML: {error}")
     except RecursionError:
-        problems.add(name, "", "invalid YAML: nested too deeply")
+        problems.add(name, (), "invalid YAML: nested too deeply")
     finally:
         loader.dispose()
     return None
@@ -393,7 +389,7 @@ def _path_before_error(text: str) -> str:
         pass
     finally:
         loader.dispose()
-    parts: tuple[str | int, ...] = ()
+    parts: KeyPath = ()
     for is_mapping, part, _ in stack:
         if part is None or (not is_mapping and part < 0):
             break
@@ -406,56 +402,18 @@ def parse_yaml_text(text: str, name: str, problems: Problems) -> Any:
     return document.data if document is not None else None
 
 
-# A key: `.name`, `[0]` (a list index), `["a.b/c"]`, or `[a.b/c]` as some messages write a mapping's key.
-_LOCATION_PART = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\["([^"]*)"\]|\[([^\]"]+)\]')
-
-
-def parse_location(location: str) -> list[str | int] | None:
-    """`offerings["nvidia.com/a100"].quota` -> `['offerings', 'nvidia.com/a100', 'quota']` (None if not a path)."""
-    parts: list[str | int] = []
-    position = 0
-    while position < len(location):
-        match = _LOCATION_PART.match(location, position)
-        if match is None:
-            return None
-        name, index, quoted, bare = match.groups()
-        key = quoted if quoted is not None else bare if bare is not None else name
-        parts.append(int(index) if index is not None else key)
-        position = match.end()
-    return parts
-
-
 def add_positions(problems: Problems, documents: Mapping[str, YamlDocument]) -> None:
     """Give every problem about a path in one of `documents` the line and column of its key."""
     for index, problem in enumerate(problems.items):
         document = documents.get(problem.file)
-        if document is None or problem.position or not problem.location or problem.location.startswith("line "):
+        if document is None or problem.position or not isinstance(problem.location, tuple) or not problem.location:
             continue
-        path = parse_location(problem.location)
-        position = document.position(path) if path else ""
+        position = document.position(problem.location)
         if position:
             problems.items[index] = dataclasses.replace(problem, position=position)
     # Within a file, in the order of its lines (file-wide problems first); files keep their order.
     files = {p.file: i for i, p in reversed(list(enumerate(problems.items)))}
-    problems.items.sort(key=lambda p: (files[p.file], _line(p.position)))
-
-
-def _line(position: str) -> int:
-    match = re.match(r"line (\d+)", position)
-    return int(match.group(1)) if match else 0
-
-
-def format_location(loc: tuple[int | str, ...]) -> str:
-    """`('offerings', 'nvidia.com/a100', 'quota')` -> `offerings["nvidia.com/a100"].quota`."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part.replace("_", "").replace("-", "").isalnum():
-            out += f".{part}" if out else part
-        else:
-            out += f'["{part}"]'
-    return out
+    problems.items.sort(key=lambda p: (files[p.file], p.position.line if p.position else 0))
 
 
 def _flatten(annotation: Any) -> list[Any]:
@@ -660,7 +618,7 @@ def validate_model(
     data: Any,
     name: str,
     problems: Problems,
-    prefix: tuple[str | int, ...] = (),
+    prefix: KeyPath = (),
     document: YamlDocument | None = None,
 ) -> ModelT | None:
     """`model` validated from `data`, or None with every validation error recorded.
@@ -670,7 +628,7 @@ def validate_model(
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        found: list[tuple[tuple[str | int, ...], str | None]] = []
+        found: list[tuple[KeyPath, str | None]] = []
         for item in error.errors():
             # Discriminated unions add the tag as a location part; drop function-name noise.
             loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -687,6 +645,5 @@ def validate_model(
                 message = "holds too few valid items"  # never reached: a refused item has its own message
             if not full and message.startswith("must be"):
                 message = f"the file {message}"
-            position = document.position(full) if document is not None else ""
-            problems.add(name, format_location(full), message, position)
+            problems.add(name, full, message, document.position(full) if document is not None else None)
         return None
