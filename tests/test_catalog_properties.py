@@ -13,7 +13,8 @@ from themelio_gpu.inputs.catalog.catalog import resolve_catalog
 from themelio_gpu.inputs.catalog.model import CatalogFile
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.problems import Problems, format_location
-from themelio_gpu.inputs.yaml_input import parse_yaml_text, validate_model
+from themelio_gpu.inputs.validation import validate_model
+from themelio_gpu.inputs.yaml_input import parse_yaml_text
 
 FILE = "catalog.yaml"
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))

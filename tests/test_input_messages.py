@@ -12,12 +12,8 @@ from themelio_gpu.cli import main
 from themelio_gpu.inputs.catalog.catalog import load_catalog
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.problems import Bracketed, InputError, Mark, Problems, format_location
-from themelio_gpu.inputs.yaml_input import (
-    MAX_FILE_BYTES,
-    allowed_keys,
-    display_path,
-    parse_yaml_document,
-)
+from themelio_gpu.inputs.validation import allowed_keys
+from themelio_gpu.inputs.yaml_input import MAX_FILE_BYTES, display_path, parse_yaml_document
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.kubernetes_version import NEWEST_KNOWN_MINOR, OLDEST_VALIDATED_MINOR
 

@@ -34,7 +34,8 @@ from themelio_gpu.inputs.catalog.products import (
 from themelio_gpu.inputs.catalog.selectors import capability_selector, gpu_selector
 from themelio_gpu.inputs.problems import KeyPath, Problems, format_location
 from themelio_gpu.inputs.secrets import find_secrets
-from themelio_gpu.inputs.yaml_input import add_positions, load_yaml_document, validate_model
+from themelio_gpu.inputs.validation import validate_model
+from themelio_gpu.inputs.yaml_input import add_positions, load_yaml_document
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 # Kubeflow Notebooks 2.0 (v2.0.0-beta.0): WorkspaceKind podConfig.values[].id, maxLength 256; the list is keyed

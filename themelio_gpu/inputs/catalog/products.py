@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from themelio_gpu.inputs import k8s_names
-from themelio_gpu.inputs.yaml_input import did_you_mean
+from themelio_gpu.inputs.validation import did_you_mean
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,8 @@ from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.secrets import find_secrets
-from themelio_gpu.inputs.yaml_input import (
-    YamlDocument,
-    describe_value,
-    display_path,
-    load_yaml_document,
-    validate_model,
-)
+from themelio_gpu.inputs.validation import describe_value, validate_model
+from themelio_gpu.inputs.yaml_input import YamlDocument, display_path, load_yaml_document
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
