@@ -1,4 +1,4 @@
-"""The benchmark's fleet generator (scripts/benchmark.py): what it writes is a valid fleet of the promised shape.
+"""The benchmark's fleet generator (scripts/bench_fleet.py): what it writes is a valid fleet of the promised shape.
 
 The generator, and how the goals are derived from measured figures: no synthesis and no timing here
 (those belong to `make bench`).
@@ -6,6 +6,7 @@ The generator, and how the goals are derived from measured figures: no synthesis
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import statistics
 import sys
@@ -28,12 +29,18 @@ def benchmark() -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses resolve the script's annotations through sys.modules
-    spec.loader.exec_module(module)
+    spec.loader.exec_module(module)  # puts scripts/ on sys.path, where its modules are
     return module
 
 
+def script(name: str) -> ModuleType:
+    """One of the benchmark's modules: bench_fleet (the fleet), bench_figures (the goals and the report)."""
+    benchmark()
+    return importlib.import_module(name)
+
+
 def test_generated_catalog_loads_with_at_least_20_offerings(tmp_path: Path) -> None:
-    catalog, stacks = benchmark().write_fleet(tmp_path, 1)
+    catalog, stacks = script("bench_fleet").write_fleet(tmp_path, 1)
     fleet = load_fleet(catalog, stacks)
     offerings = list(fleet.catalog)
     assert len(offerings) >= 20
@@ -44,7 +51,7 @@ def test_generated_catalog_loads_with_at_least_20_offerings(tmp_path: Path) -> N
 
 
 def test_generated_fleet_of_three_clusters_has_the_promised_shape(tmp_path: Path) -> None:
-    catalog, stacks = benchmark().write_fleet(tmp_path, 3)
+    catalog, stacks = script("bench_fleet").write_fleet(tmp_path, 3)
     fleet = load_fleet(catalog, stacks)  # raises InputError listing every problem if the fleet is invalid
     assert [c.name for c in fleet.clusters] == ["bench-0001", "bench-0002", "bench-0003"]
     for plan in fleet.clusters:
@@ -64,8 +71,8 @@ def test_generated_fleet_of_three_clusters_has_the_promised_shape(tmp_path: Path
 
 
 def test_generation_is_deterministic(tmp_path: Path) -> None:
-    benchmark().write_fleet(tmp_path / "a", 3)
-    benchmark().write_fleet(tmp_path / "b", 3)
+    script("bench_fleet").write_fleet(tmp_path / "a", 3)
+    script("bench_fleet").write_fleet(tmp_path / "b", 3)
 
     def files(root: Path) -> dict[str, bytes]:
         return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
@@ -108,7 +115,7 @@ def test_goals_are_ratios_within_each_repetition() -> None:
         _size(100, 2.9, 5.6, 3.0),
         _size(1000, 20.0, 44.0, 21.0, peak_mib=700),
     ]
-    derived = benchmark().derive(floors, example, sizes)
+    derived = script("bench_figures").derive(floors, example, sizes)
     goals = _goals(derived)
     assert goals["example"]["value"] == pytest.approx(2.2)  # median of 2.0, 2.2, 2.2
     assert goals["example"]["ok"] is True
@@ -127,30 +134,30 @@ def test_goals_are_ratios_within_each_repetition() -> None:
 def test_each_goal_is_missed_on_its_own() -> None:
     floors = {"cdktf": _figures(0.5), "app": _figures(0.8)}
     sizes = [_size(1, 1.0), _size(100, 4.6), _size(1000, 46.5, peak_mib=1025)]
-    derived = benchmark().derive(floors, _figures(1.3), sizes)
+    derived = script("bench_figures").derive(floors, _figures(1.3), sizes)
     goals = _goals(derived)
     assert goals["example"]["ok"] is False  # 2.6 > 2.5
     assert goals["scaling"]["ok"] is False  # 4.6 > 4.5
     assert goals["linear"]["ok"] is False  # 10.1 > 10
     assert goals["memory"]["ok"] is False  # 1025 MiB > 1 GiB
     assert derived["all_goals_met"] is False
-    lines = [benchmark().render_goal(g).splitlines()[0] for g in derived["goals"]]
+    lines = [script("bench_figures").render_goal(g).splitlines()[0] for g in derived["goals"]]
     assert lines == [
         'goal example: python main.py (example fleet) / python -c "import cdktf" = 2.60 (<= 2.5: MISSED)',
         "goal scaling: t(100 clusters) / t(1 cluster) = 4.60 (<= 4.5: MISSED)",
         "goal linear: t(1000 clusters) / t(100 clusters) = 10.11 (<= 10: MISSED)",
         "goal memory: peak MiB of the 1000-cluster synthesis (every process's peak, summed) = 1025 (<= 1024: MISSED)",
     ]
-    assert "of the fastest runs 2.60, of CPU times 2.60" in benchmark().render_goal(goals["example"])
+    assert "of the fastest runs 2.60, of CPU times 2.60" in script("bench_figures").render_goal(goals["example"])
 
 
 def test_a_goal_without_its_fleet_sizes_is_not_measured() -> None:
     floors = {"cdktf": _figures(0.5), "app": _figures(0.8)}
-    derived = benchmark().derive(floors, _figures(1.0), [_size(1, 1.0), _size(50, 2.0)])
+    derived = script("bench_figures").derive(floors, _figures(1.0), [_size(1, 1.0), _size(50, 2.0)])
     goals = _goals(derived)
     assert [(goals[n]["value"], goals[n]["ok"]) for n in ("scaling", "linear", "memory")] == [(None, None)] * 3
     assert derived["all_goals_met"] is False
-    assert "not measured" in benchmark().render_goal(goals["scaling"])
+    assert "not measured" in script("bench_figures").render_goal(goals["scaling"])
 
 
 def test_the_ablation_says_what_each_speed_up_saves_and_whether_one_on_internals_pays() -> None:
@@ -166,18 +173,18 @@ def test_the_ablation_says_what_each_speed_up_saves_and_whether_one_on_internals
             "100": _figures(3.6, 3.6, cpu=3.6),
         },
     }
-    rows = {row["speedup"]: row for row in benchmark().ablation(default, off)}
+    rows = {row["speedup"]: row for row in script("bench_figures").ablation(default, off)}
     assert rows["lazy-bindings"]["pays"] is True
     assert rows["lazy-bindings"]["fleets"]["100"]["cpu_saved_share"] == pytest.approx(1 - 3.0 / 3.4)
     assert rows["lazy-index"]["pays"] is False
     assert rows["shared-values"]["pays"] is None and rows["shared-values"]["relies_on"] == "public API only"
     assert rows["shared-values"]["same_output"] is False
-    derived = benchmark().derive(
+    derived = script("bench_figures").derive(
         {"cdktf": _figures(0.5), "app": _figures(0.8)}, _figures(1.0), [_size(1, 1.0)], list(rows.values())
     )
     assert derived["every_speedup_on_internals_pays"] is False
     assert derived["every_speedup_same_output"] is False
-    table = "\n".join(benchmark().render_ablation(list(rows.values()), ["example", "100"]))
+    table = "\n".join(script("bench_figures").render_ablation(list(rows.values()), ["example", "100"]))
     assert "DOES NOT PAY" in table and "OUTPUT DIFFERS" in table and "12 %" in table
 
 
@@ -212,7 +219,7 @@ def test_the_edit_goals_need_the_time_and_exactly_the_expected_stacks() -> None:
         "stack_files_rewritten": [3],
     }
     edits = {"one_cluster": one, "catalog": catalog, "one_cluster_fleet": _figures(1.0, 0.4)}
-    goals = {g["name"]: g for g in benchmark()._edit_goals(edits)}
+    goals = {g["name"]: g for g in script("bench_figures")._edit_goals(edits)}
     assert goals["edit"]["value"] == pytest.approx(statistics.median([1.1, 3.25]))
     assert goals["edit"]["ok"] is True  # 2.175 <= 3
     assert goals["edit-listed"]["ok"] is True
@@ -252,7 +259,7 @@ def test_the_changed_goals_need_the_time_the_memory_and_exactly_what_each_scenar
             "expected_stacks": 100,
         },
     }
-    goals = {g["name"]: g for g in benchmark()._changed_goals(changed)}
+    goals = {g["name"]: g for g in script("bench_figures")._changed_goals(changed)}
     assert goals["changed"]["value"] == pytest.approx(3.0) and goals["changed"]["ok"] is True  # median of 2.5, 3.5
     assert goals["changed-memory"]["value"] == 280 and goals["changed-memory"]["ok"] is True
     assert goals["changed-edit-listed"]["ok"] is True
@@ -261,7 +268,7 @@ def test_the_changed_goals_need_the_time_the_memory_and_exactly_what_each_scenar
     changed["tool"]["notes"] = ["3 of 100 stacks have the same inputs on both sides"]  # not every stack compared
     changed["one_cluster"]["synthesized"] = [{"base": 1, "head": 1}]  # the head folder was not read
     changed["one_cluster"] = {**changed["one_cluster"], **_figures(3.1, 3.2, peak_mib=301)}
-    goals = {g["name"]: g for g in benchmark()._changed_goals(changed)}
+    goals = {g["name"]: g for g in script("bench_figures")._changed_goals(changed)}
     assert [goals[n]["ok"] for n in ("changed", "changed-memory", "changed-edit-listed", "changed-tool")] == [
         False
     ] * 4

@@ -12,8 +12,7 @@ import yaml
 from tests.conftest import EXAMPLE_CATALOG, FIXTURES
 from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS
-from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import format_location
+from themelio_gpu.inputs.problems import Problems, format_location
 
 A100: dict[str, Any] = {
     "deviceClass": "a100.gpu.themelio.io",

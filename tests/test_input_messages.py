@@ -11,14 +11,9 @@ from tests.builders import EXAMPLE_CATALOG, PYDANTIC_WORDS, cluster, fleet_of, p
 from themelio_gpu.cli import main
 from themelio_gpu.inputs.catalog.catalog import load_catalog
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
-from themelio_gpu.inputs.problems import InputError, Problems
-from themelio_gpu.inputs.yaml_input import (
-    MAX_FILE_BYTES,
-    allowed_keys,
-    display_path,
-    parse_location,
-    parse_yaml_document,
-)
+from themelio_gpu.inputs.problems import Bracketed, InputError, Mark, Problems, format_location
+from themelio_gpu.inputs.validation import allowed_keys
+from themelio_gpu.inputs.yaml_input import MAX_FILE_BYTES, display_path, parse_yaml_document
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.kubernetes_version import NEWEST_KNOWN_MINOR, OLDEST_VALIDATED_MINOR
 
@@ -138,19 +133,17 @@ def test_allowed_keys_follow_the_model_through_unions_and_collections() -> None:
     assert allowed_keys(ClusterDefinition, ("nodePools", 0, "labels")) == []  # free-form: no suggestion
 
 
-def test_locations_parse_back_into_paths() -> None:
-    assert parse_location('offerings["nvidia.com/a100"].aliases[1].name') == [
-        "offerings",
-        "nvidia.com/a100",
-        "aliases",
-        1,
-        "name",
-    ]
+def test_locations_are_paths_shown_one_way() -> None:
+    assert format_location(("offerings", "nvidia.com/a100", "aliases", 1, "name")) == (
+        'offerings["nvidia.com/a100"].aliases[1].name'
+    )
+    assert format_location(("nodePools", 0, "labels", Bracketed("a.b/c"))) == "nodePools[0].labels[a.b/c]"
+    assert format_location(Mark(3, 5)) == "line 3, column 5"
     document = parse_yaml_document("a:\n  - x: 1\n    y: [2, 3]\n", "f", Problems())
     assert document is not None
-    assert document.position(["a", 0, "y"]) == "line 3, column 5"
-    assert document.position(["a", 0, "y", 1]) == "line 3, column 12"
-    assert document.position(["a", 0, "missing"]) == "line 2, column 5"  # the mapping that lacks it
+    assert document.position(["a", 0, "y"]) == Mark(3, 5)
+    assert document.position(["a", 0, "y", 1]) == Mark(3, 12)
+    assert document.position(["a", 0, "missing"]) == Mark(2, 5)  # the mapping that lacks it
 
 
 @pytest.mark.parametrize(

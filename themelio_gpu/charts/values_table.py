@@ -19,7 +19,7 @@ import yaml
 
 from themelio_gpu.charts.cache import check_chart_folder
 from themelio_gpu.charts.helm import ChartError, run_helm
-from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.problems import Problems, format_location
 from themelio_gpu.inputs.yaml_input import parse_yaml_text
 from themelio_gpu.plan.helm.known_values import TABLES_DIR as TABLES_DIR
 from themelio_gpu.plan.helm.known_values import format_path as format_path
@@ -51,7 +51,9 @@ def load_values(text: str, source: str) -> dict[str, Any]:
     problems = Problems()
     data = parse_yaml_text(text, source, problems)  # the input files' loader: duplicate keys refused
     if problems:
-        reasons = "; ".join(f"{p.message} ({p.location})" if p.location else p.message for p in problems)
+        reasons = "; ".join(
+            f"{p.message} ({where})" if (where := format_location(p.location)) else p.message for p in problems
+        )
         raise ChartError(f"{source}: the chart's values are not valid YAML: {reasons}")
     if not isinstance(data, dict):
         raise ChartError(f"{source}: the chart's values are not a mapping")

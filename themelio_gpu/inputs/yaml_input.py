@@ -1,29 +1,23 @@
-"""Reading user YAML into pydantic models, turning every failure into `Problems`.
+"""Reading user YAML, turning every failure to read or parse it into `Problems`.
 
 The YAML node tree is kept beside the data, so every problem can give the line and column of the key it
-is about as well as its path, and a value YAML read as a number can be quoted back as the user wrote it.
+is about as well as its path (`add_positions`), and a value YAML read as a number can be quoted back as the
+user wrote it. `validation` turns what pydantic refuses in the data into problems.
 """
 
 from __future__ import annotations
 
 import codecs
 import dataclasses
-import difflib
 import functools
-import re
-import types
-from collections.abc import Hashable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
 
-from themelio_gpu.inputs.problems import Problems
-
-ModelT = TypeVar("ModelT", bound=BaseModel)
-
+from themelio_gpu.inputs.problems import KeyPath, Location, Mark, Problems, format_location
 
 # libyaml's parser when PyYAML has it (its wheels do): the same documents, several times faster.
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -124,12 +118,13 @@ class YamlDocument:
                 return None
         return node
 
-    def position(self, path: Sequence[str | int]) -> str:
+    def position(self, path: Sequence[str | int]) -> Mark | None:
         node, _ = self.node_at(path)
-        if node is None:
-            return ""
-        mark = node.start_mark
-        return f"line {mark.line + 1}, column {mark.column + 1}"
+        return _mark(node.start_mark) if node is not None else None
+
+
+def _mark(mark: yaml.Mark) -> Mark:
+    return Mark(mark.line + 1, mark.column + 1)
 
 
 def _key_matches(key: yaml.Node, part: str | int) -> bool:
@@ -153,13 +148,13 @@ def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
         with path.open("rb") as file:
             raw = file.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        problems.add(name, "", "file not found")
+        problems.add(name, (), "file not found")
         return None
     except IsADirectoryError:
-        problems.add(name, "", "is a folder, not a YAML file")
+        problems.add(name, (), "is a folder, not a YAML file")
         return None
     except OSError as error:
-        problems.add(name, "", f"cannot read file: {error.strerror or error}")
+        problems.add(name, (), f"cannot read file: {error.strerror or error}")
         return None
     if len(raw) > MAX_FILE_BYTES:
         try:
@@ -168,16 +163,16 @@ def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
             size = ""
         problems.add(
             name,
-            "",
+            (),
             f"the file is too large ({size}over the 1 MiB limit for a catalog or cluster file, which takes a few "
             "KB): is it the right file?",
         )
         return None
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        problems.add(name, "", "the file is UTF-16 text: save it as UTF-8")
+        problems.add(name, (), "the file is UTF-16 text: save it as UTF-8")
         return None
     if b"\0" in raw:
-        problems.add(name, "", "a binary file, not YAML text (it holds NUL bytes): is it the right file?")
+        problems.add(name, (), "a binary file, not YAML text (it holds NUL bytes): is it the right file?")
         return None
     try:
         return raw.decode("utf-8")
@@ -185,7 +180,7 @@ def read_input_text(path: Path, problems: Problems, name: str) -> str | None:
         line = raw[: error.start].count(b"\n") + 1
         problems.add(
             name,
-            f"line {line}",
+            Mark(line),
             f"the file is not UTF-8 text (byte 0x{raw[error.start]:02X} is not UTF-8): save it as UTF-8",
         )
         return None
@@ -215,10 +210,7 @@ def _check_aliases(root: yaml.Node) -> None:
             aliased = True  # a node met twice: an alias refers to it
             return sizes[key]
         if key in open_nodes:
-            mark = node.start_mark
-            raise _AliasError(
-                f"line {mark.line + 1}, column {mark.column + 1}", "an alias refers to a value containing it"
-            )
+            raise _AliasError(_mark(node.start_mark), "an alias refers to a value containing it")
         open_nodes.add(key)
         if isinstance(node, yaml.SequenceNode):
             children = list(node.value)
@@ -231,10 +223,10 @@ def _check_aliases(root: yaml.Node) -> None:
         if total > MAX_VALUES:
             if aliased:
                 raise _AliasError(
-                    "", f"aliases expand the document to more than {MAX_VALUES} values; write them out"
+                    (), f"aliases expand the document to more than {MAX_VALUES} values; write them out"
                 )
             raise _AliasError(
-                "",
+                (),
                 f"more than {MAX_VALUES} values, far more than any catalog or cluster file: is it the right file?",
             )
         sizes[key] = total
@@ -254,7 +246,7 @@ _TAG_MISMATCH = (ValueError, TypeError, AttributeError, LookupError, OverflowErr
 (`!!int x`, `!!float y`, `!!bool maybe`, `!!timestamp z`)."""
 
 
-def _tag_mismatch(root: yaml.Node) -> tuple[str, str]:
+def _tag_mismatch(root: yaml.Node) -> tuple[Location, str]:
     """(location, message) of the first scalar that its tag's constructor rejects with a _TAG_MISMATCH."""
     loader = _UniqueKeyLoader("")
     stack = [root]
@@ -264,14 +256,13 @@ def _tag_mismatch(root: yaml.Node) -> tuple[str, str]:
             try:
                 loader.construct_object(node, deep=True)
             except _TAG_MISMATCH:
-                mark = node.start_mark
                 kind = node.tag.rpartition(":")[2]
-                return f"line {mark.line + 1}, column {mark.column + 1}", f"{node.value!r} is not a valid !!{kind}"
+                return _mark(node.start_mark), f"{node.value!r} is not a valid !!{kind}"
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(reversed(node.value))
         elif isinstance(node, yaml.MappingNode):
             stack.extend(reversed([part for pair in node.value for part in pair]))
-    return "", "a value does not match its tag"
+    return (), "a value does not match its tag"
 
 
 def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocument | None:
@@ -290,12 +281,11 @@ def parse_yaml_document(text: str, name: str, problems: Problems) -> YamlDocumen
         problems.add(name, where, f"invalid YAML: {what}")
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problems.add(name, where, _syntax_message(error, text))
+        problems.add(name, _mark(mark) if mark else (), _syntax_message(error, text))
     except yaml.YAMLError as error:
-        problems.add(name, "", f"invalid YAML: {error}")
+        problems.add(name, (), f"invalid YAML: {error}")
     except RecursionError:
-        problems.add(name, "", "invalid YAML: nested too deeply")
+        problems.add(name, (), "invalid YAML: nested too deeply")
     finally:
         loader.dispose()
     return None
@@ -393,7 +383,7 @@ def _path_before_error(text: str) -> str:
         pass
     finally:
         loader.dispose()
-    parts: tuple[str | int, ...] = ()
+    parts: KeyPath = ()
     for is_mapping, part, _ in stack:
         if part is None or (not is_mapping and part < 0):
             break
@@ -401,298 +391,20 @@ def _path_before_error(text: str) -> str:
     return format_location(parts)
 
 
-def load_yaml_file(path: Path, problems: Problems, shown_as: str | None = None) -> Any:
-    """The parsed YAML of `path`, or None with a problem recorded."""
-    document = load_yaml_document(path, problems, shown_as)
-    return document.data if document is not None else None
-
-
 def parse_yaml_text(text: str, name: str, problems: Problems) -> Any:
     document = parse_yaml_document(text, name, problems)
     return document.data if document is not None else None
-
-
-# A key: `.name`, `[0]` (a list index), `["a.b/c"]`, or `[a.b/c]` as some messages write a mapping's key.
-_LOCATION_PART = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\["([^"]*)"\]|\[([^\]"]+)\]')
-
-
-def parse_location(location: str) -> list[str | int] | None:
-    """`offerings["nvidia.com/a100"].quota` -> `['offerings', 'nvidia.com/a100', 'quota']` (None if not a path)."""
-    parts: list[str | int] = []
-    position = 0
-    while position < len(location):
-        match = _LOCATION_PART.match(location, position)
-        if match is None:
-            return None
-        name, index, quoted, bare = match.groups()
-        key = quoted if quoted is not None else bare if bare is not None else name
-        parts.append(int(index) if index is not None else key)
-        position = match.end()
-    return parts
 
 
 def add_positions(problems: Problems, documents: Mapping[str, YamlDocument]) -> None:
     """Give every problem about a path in one of `documents` the line and column of its key."""
     for index, problem in enumerate(problems.items):
         document = documents.get(problem.file)
-        if document is None or problem.position or not problem.location or problem.location.startswith("line "):
+        if document is None or problem.position or not isinstance(problem.location, tuple) or not problem.location:
             continue
-        path = parse_location(problem.location)
-        position = document.position(path) if path else ""
+        position = document.position(problem.location)
         if position:
             problems.items[index] = dataclasses.replace(problem, position=position)
     # Within a file, in the order of its lines (file-wide problems first); files keep their order.
     files = {p.file: i for i, p in reversed(list(enumerate(problems.items)))}
-    problems.items.sort(key=lambda p: (files[p.file], _line(p.position)))
-
-
-def _line(position: str) -> int:
-    match = re.match(r"line (\d+)", position)
-    return int(match.group(1)) if match else 0
-
-
-def format_location(loc: tuple[int | str, ...]) -> str:
-    """`('offerings', 'nvidia.com/a100', 'quota')` -> `offerings["nvidia.com/a100"].quota`."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part.replace("_", "").replace("-", "").isalnum():
-            out += f".{part}" if out else part
-        else:
-            out += f'["{part}"]'
-    return out
-
-
-def _flatten(annotation: Any) -> list[Any]:
-    """The concrete types behind Annotated[...] and unions."""
-    origin = get_origin(annotation)
-    if origin is Annotated:
-        return _flatten(get_args(annotation)[0])
-    if origin in (Union, types.UnionType):
-        return [t for arg in get_args(annotation) for t in _flatten(arg)]
-    return [annotation]
-
-
-def _type_under(annotation: Any, part: str | int) -> Any:
-    """The type of what sits under `part` in a value of type `annotation` (None when unknown)."""
-    for candidate in _flatten(annotation):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            for name, field in candidate.model_fields.items():
-                if part in (name, field.alias):
-                    return field.annotation
-            tag = candidate.model_fields.get("type")
-            if tag is not None and part in get_args(tag.annotation):
-                return candidate  # the tag pydantic puts in the location of a discriminated union member
-        origin = get_origin(candidate)
-        if origin in (tuple, list) and isinstance(part, int):
-            return get_args(candidate)[0]
-        if origin is dict:
-            return get_args(candidate)[1]
-    return None
-
-
-def _annotation_at(model: type[BaseModel], location: Sequence[str | int]) -> Any:
-    """The type of what sits at `location` in a file of `model` (None when unknown)."""
-    annotation: Any = model
-    for part in location:
-        annotation = _type_under(annotation, part)
-        if annotation is None:
-            return None
-    return annotation
-
-
-def allowed_keys(model: type[BaseModel], location: Sequence[str | int]) -> list[str]:
-    """The keys a file may have at `location` (the parent of an unknown key), as the user spells them."""
-    annotation = _annotation_at(model, location)
-    if annotation is None:
-        return []
-    keys: list[str] = []
-    for candidate in _flatten(annotation):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            keys += [f.alias or n for n, f in candidate.model_fields.items() if (f.alias or n) not in keys]
-    return keys
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
-    """The closest of `choices` to a misspelt `word` (case mistakes first), or None."""
-    choices = list(choices)
-    same_case = [c for c in choices if c.lower() == word.lower()]
-    if same_case:
-        return same_case[0]
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
-def _why_required(model: type[BaseModel], loc: Sequence[str | int]) -> str | None:
-    """Why the key at `loc` must be given, from the `WHY_REQUIRED` of the model holding it (None: not said)."""
-    if not loc:
-        return None
-    annotation = _annotation_at(model, loc[:-1])
-    for candidate in _flatten(annotation) if annotation is not None else ():
-        reasons = getattr(candidate, "WHY_REQUIRED", None) if isinstance(candidate, type) else None
-        if isinstance(reasons, dict) and loc[-1] in reasons:
-            return str(reasons[loc[-1]])
-    return None
-
-
-def _unknown_key_message(model: type[BaseModel], loc: Sequence[str | int]) -> str:
-    allowed = allowed_keys(model, loc[:-1])
-    if not allowed:
-        return "unknown key (check the spelling; see the JSON schema for the keys allowed here)"
-    guess = did_you_mean(str(loc[-1]), allowed)
-    hint = f"; did you mean {guess}?" if guess else ""
-    return f"unknown key{hint} (keys allowed here: {', '.join(allowed)})"
-
-
-_YAML_KINDS = {bool: "boolean", int: "number", float: "number"}
-
-
-def describe_value(value: Any) -> str:
-    """What YAML made of a value, in a user's words: `a list`, `the number 8`, `the text 'x'`."""
-    if value is None:
-        return "an empty value"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"the number {value}"
-    if isinstance(value, str):
-        return f"the text {value if len(value) <= 40 else value[:37] + '...'!r}"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    return f"a {type(value).__name__}"
-
-
-def _quote_hint(value: Any, node: yaml.Node | None) -> str:
-    """For a string field given a YAML number or boolean: the value quoted as the user wrote it."""
-    kind = _YAML_KINDS.get(type(value))
-    if kind is None:
-        return ""
-    # libyaml marks a plain scalar with style '', the pure-Python parser with None.
-    written = node.value if isinstance(node, yaml.ScalarNode) and not node.style else str(value)
-    read_as = f"the {kind} {value!r}" if written != str(value) else f"a {kind}"
-    return f': YAML reads the unquoted {written} as {read_as}; quote it: "{written}"'
-
-
-def _choices(expected: str) -> list[str]:
-    """`'a', 'b' or 'c'` (pydantic's list of allowed values) -> ['a', 'b', 'c']."""
-    return re.findall(r"'([^']*)'", expected)
-
-
-def _one_of(value: Any, choices: Sequence[str]) -> str:
-    guess = did_you_mean(str(value), choices) if isinstance(value, str) else None
-    hint = f" (did you mean {guess}?)" if guess else ""
-    return f"must be one of {', '.join(choices)}, not {describe_value(value)}{hint}"
-
-
-def _tags_under(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
-    """The `type` values of the models a discriminated union at `loc` takes (the backend kinds, ...)."""
-    annotation = _annotation_at(model, loc)
-    tags: list[str] = []
-    for candidate in _flatten(annotation) if annotation is not None else ():
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel) and "type" in candidate.model_fields:
-            tags += [str(tag) for tag in get_args(candidate.model_fields["type"].annotation)]
-    return tags
-
-
-_KIND_WORDS = {
-    **dict.fromkeys(("string_type",), "must be text"),
-    **dict.fromkeys(("int_type", "int_parsing", "int_from_float", "int_parsing_size"), "must be a whole number"),
-    **dict.fromkeys(("float_type", "float_parsing", "finite_number"), "must be a number"),
-    **dict.fromkeys(("bool_type", "bool_parsing"), "must be true or false"),
-    **dict.fromkeys(
-        ("dict_type", "model_type", "model_attributes_type", "mapping_type", "dataclass_type"),
-        "must be a mapping (key: value lines)",
-    ),
-    **dict.fromkeys(
-        ("tuple_type", "list_type", "set_type", "frozen_set_type", "iterable_type"),
-        "must be a list (`- item` lines, or [a, b])",
-    ),
-}
-"""pydantic's error types whose own words ("Input should be a valid ...") mean "this is the wrong kind of value"."""
-
-
-def _pydantic_message(
-    error: Any, model: type[BaseModel], loc: Sequence[str | int], node: yaml.Node | None
-) -> str | None:
-    """The problem in this project's words; None for an error that only follows from others (not reported)."""
-    kind = error["type"]
-    ctx = error.get("ctx") or {}
-    value = error.get("input")
-    if kind == "extra_forbidden":
-        return _unknown_key_message(model, loc)
-    if kind == "missing":
-        why = _why_required(model, loc)
-        return "required key is missing" + (f": {why}" if why else "")
-    if kind == "string_type" and _quote_hint(value, node):
-        return "must be text" + _quote_hint(value, node)
-    if kind in _KIND_WORDS:
-        return f"{_KIND_WORDS[kind]}, not {describe_value(value)}"
-    if kind == "too_short":
-        if isinstance(value, Sized) and len(value) >= ctx["min_length"]:
-            return None  # items were refused (each has its own problem): fewer than enough are left
-        least = ctx["min_length"]
-        return f"needs at least {least} item{'s' if least != 1 else ''}; {_count_items(ctx['actual_length'])}"
-    if kind == "too_long":
-        return f"takes at most {ctx['max_length']} items; {_count_items(ctx['actual_length'])}"
-    bounds = {"greater_than": "more than {}", "greater_than_equal": "{} or more", "less_than": "less than {}"}
-    bounds["less_than_equal"] = "{} or less"
-    if kind in bounds:
-        return f"must be {bounds[kind].format(next(iter(ctx.values())))}, not {value!r}"
-    if kind in ("literal_error", "enum"):
-        return _one_of(value, _choices(ctx["expected"]))
-    if kind == "union_tag_invalid":  # validate_model puts the discriminator key into the location
-        key = str(ctx["discriminator"]).strip("'")
-        given = value.get(key, ctx["tag"]) if isinstance(value, Mapping) else ctx["tag"]  # ctx's tag is str()-ed
-        return _one_of(given, _choices(ctx["expected_tags"]))
-    if kind == "union_tag_not_found":
-        what = f"the kind of {loc[-1]}" if loc and isinstance(loc[-1], str) else "which kind it is"
-        tags = _tags_under(model, loc)
-        return f"required key type is missing: {what}" + (f" (one of {', '.join(tags)})" if tags else "")
-    message = str(error["msg"])
-    # pydantic prefixes custom ValueError messages with "Value error, "; users need only the message.
-    message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    return message.replace("Input should be", "must be")
-
-
-def _count_items(count: int) -> str:
-    return "the list is empty" if count == 0 else f"it has {count}"
-
-
-def validate_model(
-    model: type[ModelT],
-    data: Any,
-    name: str,
-    problems: Problems,
-    prefix: tuple[str | int, ...] = (),
-    document: YamlDocument | None = None,
-) -> ModelT | None:
-    """`model` validated from `data`, or None with every validation error recorded.
-
-    With the `document` the data came from, each problem gets the line and column of its key.
-    """
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        found: list[tuple[tuple[str | int, ...], str | None]] = []
-        for item in error.errors():
-            # Discriminated unions add the tag as a location part; drop function-name noise.
-            loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-            full = prefix + loc
-            if item["type"] == "union_tag_invalid":
-                full += (str(item["ctx"]["discriminator"]).strip("'"),)  # the message is about that key
-            node = document.value_node(full) if document is not None else None
-            found.append((full, _pydantic_message(item, model, loc, node)))
-        consequences_only = all(message is None for _, message in found)
-        for full, message in found:
-            if message is None:
-                if not consequences_only:
-                    continue
-                message = "holds too few valid items"  # never reached: a refused item has its own message
-            if not full and message.startswith("must be"):
-                message = f"the file {message}"
-            position = document.position(full) if document is not None else ""
-            problems.add(name, format_location(full), message, position)
-        return None
+    problems.items.sort(key=lambda p: (files[p.file], p.position.line if p.position else 0))

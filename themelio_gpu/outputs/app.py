@@ -13,7 +13,7 @@ from themelio_gpu.plan.model import ClusterPlan
 def build_app(
     plans: Iterable[ClusterPlan], outdir: Path | None = None, on_stack: Callable[[ClusterPlan], None] | None = None
 ) -> App:
-    """One `GpuClusterStack` per plan (a fleet's clusters, or those a synthesis worker claims one by one)."""
+    """One `GpuClusterStack` per plan (the clusters being synthesized); `on_stack` hears of each once built."""
     # App() reads CDKTF_OUTDIR itself when the CDKTF CLI runs us; an explicit outdir wins.
     app = App(outdir=str(outdir)) if outdir is not None else App()
     for plan in plans:

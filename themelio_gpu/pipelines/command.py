@@ -134,7 +134,7 @@ def _refuse_local_state(local: Sequence[ClusterPlan], engine: str) -> None:
             documents[plan.file] = document
         problems.add(
             plan.file,
-            "backend.type",
+            ("backend", "type"),
             f"cluster {plan.name} keeps its Terraform state in a local file, which {who} throws away: every plan "
             "would start from no state and every apply would create everything again. Give it a shared backend "
             f"({shared}: docs/cluster-definitions.md), or pass --skip-local-state to leave it out of the "

@@ -46,14 +46,14 @@ def _check_chart_mode(cluster: ClusterDefinition, file: str, problems: Problems)
     if cluster.dra_driver.new_cluster is not None:
         problems.add(
             file,
-            "draDriver.newCluster",
+            ("draDriver", "newCluster"),
             "applies only to draDriver.managedBy: gpu-operator (the GPUCluster needs a new cluster); remove it",
         )
     for index, pool in enumerate(cluster.node_pools):
         if pool.mig is not None and pool.mig.created_by is MigCreatedBy.external:
             problems.add(
                 file,
-                f"nodePools[{index}].mig.createdBy",
+                ("nodePools", index, "mig", "createdBy"),
                 "external is for draDriver.managedBy: gpu-operator, which has no MIG Manager. With the DRA "
                 "chart the GPU Operator's MIG Manager applies the pool's layout (nvidia.com/mig.config) and would "
                 "undo one made elsewhere: remove createdBy",
@@ -67,7 +67,7 @@ def _check_gpu_operator_mode(cluster: ClusterDefinition, file: str, problems: Pr
     if not derivable:
         problems.add(
             file,
-            "gpuOperator.version",
+            ("gpuOperator", "version"),
             f"draDriver.managedBy: gpu-operator needs GPU Operator v26.7.0 or later (the GPUCluster resource is "
             f"new in v26.7.0), but the cluster pins {version}. Set gpuOperator.version: v26.7.0, {_OTHER_MODE}",
         )
@@ -75,7 +75,7 @@ def _check_gpu_operator_mode(cluster: ClusterDefinition, file: str, problems: Pr
     if cluster.dra_driver.new_cluster is not True:
         problems.add(
             file,
-            "draDriver.newCluster",
+            ("draDriver", "newCluster"),
             "draDriver.managedBy: gpu-operator is for new clusters only: a GPUCluster cannot coexist with a "
             "ClusterPolicy, and NVIDIA supports no in-place migration from a ClusterPolicy or a separate DRA "
             "driver release. If `kubectl get clusterpolicy` finds none and no DRA driver release is installed, "
@@ -85,24 +85,24 @@ def _check_gpu_operator_mode(cluster: ClusterDefinition, file: str, problems: Pr
         if field in cluster.dra_driver.model_fields_set:
             problems.add(
                 file,
-                f"draDriver.{key}",
+                ("draDriver", key),
                 "configures the separate DRA driver release, which draDriver.managedBy: gpu-operator does not "
                 "install: the GPU Operator runs the DRA driver in its own namespace (gpuOperator.namespace). Set "
                 "the driver's image, version or feature gates under gpuOperator.values.draDriver; remove this",
             )
     for index, pool in enumerate(cluster.node_pools):
-        where = f"nodePools[{index}]"
+        where = ("nodePools", index)
         if not pool.dra:
             problems.add(
                 file,
-                f"{where}.dra",
+                (*where, "dra"),
                 f"pool {pool.name} uses the device plugin, which the GPUCluster does not run (and a ClusterPolicy "
                 f"cannot run beside it): every pool must use DRA. Remove dra: false, {_OTHER_MODE}",
             )
         if pool.mig is not None and pool.mig.created_by is MigCreatedBy.mig_manager:
             problems.add(
                 file,
-                f"{where}.mig",
+                (*where, "mig"),
                 f"pool {pool.name} runs its GPUs in MIG mode, but the GPUCluster has no MIG Manager: nothing would "
                 "create its MIG devices. If they are created outside this stack (mig-parted at boot, the provider's "
                 "image), say so with mig.createdBy: external; otherwise use whole GPUs, "
@@ -119,14 +119,14 @@ def _check_kubernetes(cluster: ClusterDefinition, file: str, problems: Problems)
         # 1.34.0 and 1.34.1 are too old, so "1.34" alone does not say whether the cluster qualifies.
         problems.add(
             file,
-            "kubernetesVersion",
+            ("kubernetesVersion",),
             "draDriver.managedBy: gpu-operator needs Kubernetes 1.34.2 or later, and 1.34 does not say the patch "
             "release. Write the version the control plane runs (1.34.2 or later), or upgrade to 1.35",
         )
         return
     problems.add(
         file,
-        "kubernetesVersion",
+        ("kubernetesVersion",),
         f"draDriver.managedBy: gpu-operator needs Kubernetes 1.34.2 or later (NVIDIA's GPUCluster prerequisite); "
         f"the cluster runs {cluster.kubernetes_version}. Upgrade the control plane first, {_OTHER_MODE}",
     )
@@ -145,12 +145,12 @@ def check_operator_values(
     cluster: ClusterDefinition, merged: Mapping[str, Any], file: str, problems: Problems
 ) -> None:
     """Overrides in gpuOperator.values must not undo the mode the definition chose."""
-    where = "gpuOperator.values"
+    where = ("gpuOperator", "values")
     if not cluster.dra_by_gpu_operator:
         if _get(merged, "gpuCluster", "deployCR") is True:
             problems.add(
                 file,
-                f"{where}.gpuCluster.deployCR",
+                (*where, "gpuCluster", "deployCR"),
                 "a GPUCluster cannot run beside the ClusterPolicy and DRA driver release that draDriver.managedBy: "
                 "chart installs. Choose the mode with draDriver.managedBy: gpu-operator instead; remove this",
             )
@@ -159,7 +159,7 @@ def check_operator_values(
         if _get(merged, *path) is not wanted:
             problems.add(
                 file,
-                f"{where}.{'.'.join(path)}",
+                (*where, *path),
                 f"draDriver.managedBy: gpu-operator sets it to {str(wanted).lower()} (a GPUCluster and no "
                 "ClusterPolicy; they cannot coexist); remove the override",
             )
@@ -167,7 +167,7 @@ def check_operator_values(
         if _get(merged, "driver", "nvidiaDriverCRD", "enabled") is not True:
             problems.add(
                 file,
-                f"{where}.driver.nvidiaDriverCRD.enabled",
+                (*where, "driver", "nvidiaDriverCRD", "enabled"),
                 "the GPUCluster installs no driver: without the NVIDIADriver resource nothing would (the chart "
                 "refuses to render). Remove the override, or set hostDriver: true for a preinstalled driver",
             )
@@ -176,7 +176,7 @@ def check_operator_values(
         if version is not None and (major is None or major < MIN_DRIVER_MAJOR):
             problems.add(
                 file,
-                f"{where}.driver.version",
+                (*where, "driver", "version"),
                 f"the GPUCluster needs NVIDIA driver {MIN_DRIVER_MAJOR} or later, not {version}. Use a "
                 f"{MIN_DRIVER_MAJOR}+ driver (the chart's default is one), {_OTHER_MODE}",
             )

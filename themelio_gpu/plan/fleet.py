@@ -27,8 +27,8 @@ from themelio_gpu.inputs.clusters.definition import ClusterDefinition, Component
 from themelio_gpu.inputs.clusters.files import cluster_definition_files as cluster_definition_files  # re-exported
 from themelio_gpu.inputs.clusters.files import clusters_beside_the_catalog, load_cluster_files
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract, pool_contract
-from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import add_positions, display_path, format_location
+from themelio_gpu.inputs.problems import KeyPath, Problems
+from themelio_gpu.inputs.yaml_input import add_positions, display_path
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.dra import (
     EXTENDED_RESOURCE_GATE,
@@ -109,7 +109,7 @@ def plan_cluster(
     """
     count = len(problems)
     for message in k8s_names.dns1123_label(cluster.name):
-        problems.add(file, "name", message)
+        problems.add(file, ("name",), message)
     # Without a catalog (its problems are reported) this project's names stand in, so every other check runs.
     names = catalog.names if catalog is not None else DEFAULT_NAMES
 
@@ -160,7 +160,7 @@ def plan_cluster(
     ]
     if dra and not by_operator:
         for message in _namespace_problems(cluster.dra_driver.namespace):
-            problems.add(file, "draDriver.namespace", message)
+            problems.add(file, ("draDriver", "namespace"), message)
         dra_values = _merged_values(
             cluster.dra_driver.chart,
             cluster.dra_driver.version,
@@ -183,7 +183,7 @@ def plan_cluster(
             )
         )
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
-        problems.add(file, "gpuOperator.namespace", message)
+        problems.add(file, ("gpuOperator", "namespace"), message)
     config_map = config_map_spec(cluster, names)
     _check_catalog_config_map(cluster, config_map, dra, names, file, problems)
     driver_classes = (
@@ -235,7 +235,7 @@ def _check_one_class_per_name(
         name = spec.extended_resource_name
         problems.add(
             file,
-            f"offerings[{cluster.offerings.index(spec.offering)}]",
+            ("offerings", cluster.offerings.index(spec.offering)),
             f"{name} would be advertised by two DeviceClasses: {spec.name} of the catalog and {other} of the "
             f"DRA driver chart, which always maps {name} on resource.k8s.io/v1 (no value turns it off), and the "
             f"scheduler uses whichever was created last. Serve {name} with servedBy: dra-driver-chart in the "
@@ -291,23 +291,23 @@ def _check_catalog_config_map(
     )
     # The provider checks both names as DNS subdomains; the API server wants a namespace to be a DNS label.
     for message in k8s_names.dns1123_label(namespace):
-        problems.add(file, "catalogConfigMap.namespace", message)
+        problems.add(file, ("catalogConfigMap", "namespace"), message)
     for message in k8s_names.dns1123_subdomain(config_map.name):
-        problems.add(file, "catalogConfigMap.name", message)
+        problems.add(file, ("catalogConfigMap", "name"), message)
     releases = {cluster.gpu_operator.namespace: "the GPU Operator release"}
     if dra:
         releases.setdefault(cluster.dra_driver.namespace, "the DRA driver release")
     if namespace in BUILT_IN_NAMESPACES:
         problems.add(
             file,
-            "catalogConfigMap.namespace",
+            ("catalogConfigMap", "namespace"),
             f"{namespace} exists in every cluster, and the stack creates this namespace "
             f"(kubernetes_namespace_v1 fails when it exists): choose one of its own, {own}",
         )
     elif namespace in releases:
         problems.add(
             file,
-            "catalogConfigMap.namespace",
+            ("catalogConfigMap", "namespace"),
             f"{namespace} is also the namespace of {releases[namespace]}, which creates it (create_namespace); "
             f"two resources creating one namespace race on apply: choose one of its own, {own}",
         )
@@ -318,7 +318,7 @@ def _served_offerings(
 ) -> tuple[ResolvedOffering, ...]:
     served: dict[str, ResolvedOffering] = {}
     for index, name in enumerate(cluster.offerings):
-        where = f"offerings[{index}]"
+        where = ("offerings", index)
         offering = catalog.offerings.get(name)
         if offering is None:
             target = catalog.find(name)
@@ -349,20 +349,20 @@ def _pool_contracts(
     pool_names: dict[str, int] = {}
     node_owner: dict[str, str] = {}
     for index, pool in enumerate(cluster.node_pools):
-        where = f"nodePools[{index}]"
+        where = ("nodePools", index)
         for message in k8s_names.dns1123_label(pool.name):
-            problems.add(file, f"{where}.name", message)
+            problems.add(file, (*where, "name"), message)
         if pool.name in pool_names:
-            problems.add(file, f"{where}.name", f"pool {pool.name!r} is also nodePools[{pool_names[pool.name]}]")
+            problems.add(file, (*where, "name"), f"pool {pool.name!r} is also nodePools[{pool_names[pool.name]}]")
         pool_names.setdefault(pool.name, index)
         static = pool.provisioning.static
         for node in static.nodes if static else ():
             for message in k8s_names.dns1123_subdomain(node):
-                problems.add(file, f"{where}.provisioning.static.nodes", message)
+                problems.add(file, (*where, "provisioning", "static", "nodes"), message)
             if node in node_owner:
                 problems.add(
                     file,
-                    f"{where}.provisioning.static.nodes",
+                    (*where, "provisioning", "static", "nodes"),
                     f"node {node} is already in pool {node_owner[node]}; a node belongs to one pool",
                 )
             node_owner.setdefault(node, pool.name)
@@ -370,26 +370,26 @@ def _pool_contracts(
         if karpenter is not None and not cluster.karpenter:
             problems.add(
                 file,
-                f"{where}.provisioning.karpenter",
+                (*where, "provisioning", "karpenter"),
                 "the cluster does not declare karpenter: true (Karpenter's CRDs)",
             )
         for i, instance_type in enumerate(karpenter.instance_types if karpenter else ()):
             # Values of a node.kubernetes.io/instance-type requirement: label values, as the NodePool CRD checks.
             for message in k8s_names.label_value(instance_type):
-                problems.add(file, f"{where}.provisioning.karpenter.instanceTypes[{i}]", message)
+                problems.add(file, (*where, "provisioning", "karpenter", "instanceTypes", i), message)
         # Without a catalog (it failed to load) only the built-in products are known; the others may be
         # the catalog's own, so they are not called unknown.
         product = (PRODUCTS if products is None else products).get(pool.product)
         if product is None:
             if products is not None:
-                problems.add(file, f"{where}.product", unknown_product_message(pool.product, products))
+                problems.add(file, (*where, "product"), unknown_product_message(pool.product, products))
             continue
-        found: list[tuple[str, str]] = []
+        found: list[tuple[KeyPath, str]] = []
         contract = pool_contract(
             pool, product, device_plugin, found, names, mig_manager=not cluster.dra_by_gpu_operator
         )
         for field, message in found:
-            problems.add(file, f"{where}.{field}", message)
+            problems.add(file, (*where, *field), message)
         contracts.append(contract)
     return tuple(contracts)
 
@@ -402,7 +402,7 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
     if minor < RESOURCE_API_MINOR and not cluster.dra_by_gpu_operator:  # that mode says why itself (dra_mode.py)
         problems.add(
             file,
-            "kubernetesVersion",
+            ("kubernetesVersion",),
             f"cluster {cluster.name} runs Kubernetes {cluster.kubernetes_version}, but DeviceClasses need "
             f"{RESOURCE_API_VERSION} (Kubernetes 1.{RESOURCE_API_MINOR} or later). Upgrade the cluster, or set dra: "
             "false on every pool",
@@ -412,7 +412,7 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
         if missing:
             problems.add(
                 file,
-                f"featureGates.{EXTENDED_RESOURCE_GATE}",
+                ("featureGates", EXTENDED_RESOURCE_GATE),
                 f"cluster {cluster.name} runs Kubernetes {cluster.kubernetes_version}, where {EXTENDED_RESOURCE_GATE} "
                 f"is {stage.describe()}: without it the API server silently drops spec.extendedResourceName and GPU "
                 f"requests are never satisfied. Enable the gate on {', '.join(missing)} and declare it here "
@@ -422,7 +422,7 @@ def _check_version_gates(cluster: ClusterDefinition, file: str, problems: Proble
     elif stage is not None and gate is not None and not gate.enabled:
         problems.add(
             file,
-            f"featureGates.{EXTENDED_RESOURCE_GATE}.enabled",
+            ("featureGates", EXTENDED_RESOURCE_GATE, "enabled"),
             f"{EXTENDED_RESOURCE_GATE} is {stage.describe()} in {cluster.kubernetes_version}; extended resource "
             "names need it on" + (" (it cannot be turned off)" if stage.locked else ""),
         )
@@ -500,7 +500,7 @@ def _check_coverage(
             what = f"{offering.product.display_name if offering.product else 'whole'} GPUs"
         detail = "; ".join(reasons) or f"no pool has {what}"
         index = cluster.offerings.index(offering.name)
-        problems.add(file, f"offerings[{index}]", f"no node pool can provide {offering.name}: {detail}")
+        problems.add(file, ("offerings", index), f"no node pool can provide {offering.name}: {detail}")
     return MappingProxyType(placements)
 
 
@@ -523,18 +523,16 @@ def _merged_values(
         # Helm values are YAML: string keys and plain scalars only (no dates, no integer keys).
         render_values_yaml(overrides)
     except UnsupportedChartVersion as error:
-        problems.add(file, f"{where}.version", str(error))
+        problems.add(file, (where, "version"), str(error))
         return derived
     except TypeError as error:
-        problems.add(file, f"{where}.values", f"{error}; quote it in YAML to make it a string")
+        problems.add(file, (where, "values"), f"{error}; quote it in YAML to make it a string")
         return derived
     for item in unknown:
         # At the key itself: its line, not the line of `values:`.
-        problems.add(
-            file, format_location((where, "values", *parse_path(item.path))), f"{item} for chart {chart} {version}"
-        )
+        problems.add(file, (where, "values", *parse_path(item.path)), f"{item} for chart {chart} {version}")
     for item in unknown_derived:
         problems.add(
-            file, f"{where}.version", f"chart {chart} {version} has no key {item.path}, which this tool sets"
+            file, (where, "version"), f"chart {chart} {version} has no key {item.path}, which this tool sets"
         )
     return deep_merge(derived, overrides)

@@ -9,6 +9,7 @@ them is accepted, since a real one may be newer than this tool, but its file say
 from __future__ import annotations
 
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
+from themelio_gpu.inputs.problems import KeyPath
 
 NEWEST_KNOWN_MINOR = 37
 """Kubernetes 1.37: the newest release whose DRA rules this tool follows, and kubernetes-validate's newest
@@ -17,7 +18,7 @@ OLDEST_VALIDATED_MINOR = 25
 """Kubernetes 1.25: kubernetes-validate's oldest schemas (a test checks it)."""
 
 
-def version_warnings(cluster: ClusterDefinition) -> list[tuple[str, str]]:
+def version_warnings(cluster: ClusterDefinition) -> list[tuple[KeyPath, str]]:
     """(location, message) of what the cluster's version leaves unknown."""
     version, minor = cluster.kubernetes_version, cluster.minor_version
     fix = f"If {version} is a typo, correct it"
@@ -36,4 +37,4 @@ def version_warnings(cluster: ClusterDefinition) -> list[tuple[str, str]]:
         )
     else:
         return []
-    return [("kubernetesVersion", message)]
+    return [(("kubernetesVersion",), message)]

@@ -36,6 +36,7 @@ from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.inputs.problems import KeyPath
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.nvidia import DEPLOY_DEVICE_PLUGIN
 from themelio_gpu.k8s.scheduling import BLOCKING_EFFECTS, TaintSpec
@@ -155,32 +156,32 @@ def _flavor(name: str, pools: Sequence[PoolContract]) -> Flavor:
 
 def check_queues(
     cluster: ClusterDefinition, pools: Sequence[PoolContract], names: Names = DEFAULT_NAMES
-) -> list[tuple[str, str]]:
+) -> list[tuple[KeyPath, str]]:
     """The definition's `kueue.queues`, as (location, message): names, pools that exist and are reserved, each
     granted once, namespaces. `names`: the fleet's own, for the example taint in a hint."""
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[KeyPath, str]] = []
     contracts = {p.name: p for p in pools}
     defined = [p.name for p in cluster.node_pools]
     queue_names: dict[str, int] = {}
     granted: dict[str, str] = {}
     for index, queue in enumerate(cluster.kueue.queues):
-        where = f"kueue.queues[{index}]"
+        where = ("kueue", "queues", index)
         # A LocalQueue's name is also the value of the workloads' kueue.x-k8s.io/queue-name label: a DNS label.
-        problems += [(f"{where}.name", m) for m in k8s_names.dns1123_label(queue.name)]
+        problems += [((*where, "name"), m) for m in k8s_names.dns1123_label(queue.name)]
         if queue.name == DEFAULT_QUEUE:
             problems.append(
                 (
-                    f"{where}.name",
+                    (*where, "name"),
                     f"{DEFAULT_QUEUE} is the queue of the pools open to every workload; choose another",
                 )
             )
         elif queue.name in queue_names:
             problems.append(
-                (f"{where}.name", f"queue {queue.name} is also kueue.queues[{queue_names[queue.name]}]")
+                ((*where, "name"), f"queue {queue.name} is also kueue.queues[{queue_names[queue.name]}]")
             )
         queue_names.setdefault(queue.name, index)
         for i, name in enumerate(queue.pools):
-            at = f"{where}.pools[{i}]"
+            at = (*where, "pools", i)
             if name not in defined:
                 problems.append((at, f"no pool {name} in nodePools (pools: {', '.join(defined)})"))
             elif granted.get(name) == queue.name:
@@ -205,21 +206,23 @@ def check_queues(
             granted.setdefault(name, queue.name)
         seen: set[str] = set()
         for i, namespace in enumerate(queue.namespaces):
-            problems += [(f"{where}.namespaces[{i}]", m) for m in k8s_names.dns1123_label(namespace)]
+            problems += [((*where, "namespaces", i), m) for m in k8s_names.dns1123_label(namespace)]
             if namespace in seen:
-                problems.append((f"{where}.namespaces[{i}]", f"{namespace} is listed twice"))
+                problems.append(((*where, "namespaces", i), f"{namespace} is listed twice"))
             seen.add(namespace)
     return problems
 
 
-def ungranted_reserved_pools(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> list[tuple[str, str]]:
+def ungranted_reserved_pools(
+    cluster: ClusterDefinition, pools: Sequence[PoolContract]
+) -> list[tuple[KeyPath, str]]:
     """Warnings, as (location, message): reserved pools no `kueue.queues` entry grants. Not wrong (a cluster
     may not use Kueue), but Kueue admits nothing there and the notebook forms leave out what only they serve."""
     granted = {name for queue in cluster.kueue.queues for name in queue.pools}
     index = {pool.name: i for i, pool in enumerate(cluster.node_pools)}
     return [
         (
-            f"nodePools[{index[pool.name]}].taints",
+            ("nodePools", index[pool.name], "taints"),
             f"pool {pool.name} is reserved ({', '.join(map(str, pool.reservations))}) and no kueue.queues entry "
             "grants it: Kueue admits no work there, and the notebook forms leave out what only it serves. Grant "
             "it to the namespaces that may use it (kueue.queues: docs/cluster-definitions.md), unless the "
@@ -286,7 +289,7 @@ def plan_kueue(plan: ClusterPlan, quota: ClusterQuotaPlan | None = None) -> Kueu
     )
 
 
-def limit_problems(plan: ClusterPlan) -> list[tuple[str, str]]:
+def limit_problems(plan: ClusterPlan) -> list[tuple[KeyPath, str]]:
     """What the Kueue CRDs would refuse in this cluster's kueue.yaml, as (location, message)."""
     # Bounds first, as every cluster is checked when the fleet loads: the covered names are among the names it
     # advertises, a queue's flavors no more than its pools, a flavor's taints among the pools' taints.
@@ -294,23 +297,25 @@ def limit_problems(plan: ClusterPlan) -> list[tuple[str, str]]:
     if max(len(plan.advertised_names), len(plan.pools)) <= GROUP_LIMIT and len(taints) <= FLAVOR_FIELD_LIMIT:
         return []
     kueue = plan_kueue(plan)
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[KeyPath, str]] = []
     if len(kueue.covered) > GROUP_LIMIT:
         problems.append(
             (
-                "offerings",
+                ("offerings",),
                 f"the cluster's offerings hold grants on {len(kueue.covered)} resource names, but a Kueue "
                 f"ClusterQueue covers at most {GROUP_LIMIT} (coveredResources): serve fewer offerings here, or "
                 "set serveMigrationAliases: false once the migration is done",
             )
         )
-    queue_at = {q.name: f"kueue.queues[{i}].pools" for i, q in enumerate(plan.definition.kueue.queues)}
+    queue_at: dict[str, KeyPath] = {
+        q.name: ("kueue", "queues", i, "pools") for i, q in enumerate(plan.definition.kueue.queues)
+    }
     for queue in kueue.queues:
         if len(queue.flavors) > GROUP_LIMIT:
             what = "GPU products with open pools" if queue.name == DEFAULT_QUEUE else "pools"
             problems.append(
                 (
-                    queue_at.get(queue.name, "nodePools"),
+                    queue_at.get(queue.name, ("nodePools",)),
                     f"the Kueue ClusterQueue {queue.name} would have {len(queue.flavors)} flavors ({what}); a "
                     f"resource group takes at most {GROUP_LIMIT}",
                 )
@@ -318,7 +323,9 @@ def limit_problems(plan: ClusterPlan) -> list[tuple[str, str]]:
     index = {p.name: i for i, p in enumerate(plan.definition.node_pools)}
     for flavor in kueue.flavors:
         if len(flavor.node_taints) > FLAVOR_FIELD_LIMIT:
-            where = f"nodePools[{index[flavor.pools[0].name]}].taints" if len(flavor.pools) == 1 else "nodePools"
+            where = (
+                ("nodePools", index[flavor.pools[0].name], "taints") if len(flavor.pools) == 1 else ("nodePools",)
+            )
             problems.append(
                 (
                     where,

@@ -37,7 +37,7 @@ def check_renames(cluster: ClusterDefinition, file: str, problems: Problems) -> 
         old = pool.renamed_from
         if old is None:
             continue
-        where = f"nodePools[{index}].renamedFrom"
+        where = ("nodePools", index, "renamedFrom")
         for message in k8s_names.dns1123_label(old):
             problems.add(file, where, f"{message} (it names the pool's previous name)")
         if old == pool.name:

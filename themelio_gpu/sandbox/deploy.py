@@ -46,10 +46,6 @@ class Step:
     output: str
 
 
-def _stack_dir(sandbox: Sandbox, runner: str) -> Path:
-    return sandbox.folder / "cdktf.out" / "stacks" / sandbox.cluster
-
-
 def provider_mirror(sandbox: Sandbox, toolbox: Toolbox) -> Path:
     """A filesystem mirror of the stand-in providers under every version and registry the stacks ask for."""
     mirror = sandbox.folder / "providers"

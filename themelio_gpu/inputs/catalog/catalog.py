@@ -28,9 +28,10 @@ from themelio_gpu.inputs.catalog.products import (
     unknown_product_message,
 )
 from themelio_gpu.inputs.catalog.selectors import capability_selector, gpu_selector
-from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.problems import KeyPath, Problems, format_location
 from themelio_gpu.inputs.secrets import find_secrets
-from themelio_gpu.inputs.yaml_input import add_positions, format_location, load_yaml_document, validate_model
+from themelio_gpu.inputs.validation import validate_model
+from themelio_gpu.inputs.yaml_input import add_positions, load_yaml_document
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.nvidia import CHART_DEVICE_CLASSES, GPU, GPU_CLASS
 from themelio_gpu.k8s.quota import requests_key
@@ -148,11 +149,11 @@ def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) ->
     document = load_yaml_document(path, problems, name)
     if document is None or document.data is None:
         if len(problems) == before:
-            problems.add(name, "", "the catalog is empty")
+            problems.add(name, (), "the catalog is empty")
         return None
     found = find_secrets(document.data, catalog=True)
     for finding in found:
-        problems.add(name, format_location(finding.path), finding.message)
+        problems.add(name, finding.path, finding.message)
     model = validate_model(CatalogFile, document.data, name, problems, document=document)
     catalog = resolve_catalog(model, name, problems) if model is not None else None
     problems.redact(f.secret for f in found if f.secret)
@@ -170,7 +171,7 @@ def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalo
         if item is not None:
             resolved[name] = item
     if not model.offerings:
-        problems.add(file, "offerings", "the catalog has no offerings")
+        problems.add(file, ("offerings",), "the catalog has no offerings")
     _check_uniqueness(model, file, problems)
     resolved = _with_overlaps(resolved, file, problems)
     if len(problems) > before:
@@ -203,7 +204,7 @@ def _with_overlaps(
                 common = ", ".join(str(k) for k in sorted(mine & set(other.takes)))
                 problems.add(
                     file,
-                    format_location(("offerings", name, "capability")),
+                    ("offerings", name, "capability"),
                     f"{name} overlaps {other_name}: both can take {common}. Requests for one would use "
                     f"devices the other counts on; set overlaps: allowed on {name} if that is intended "
                     "(README: Overlapping offerings and quotas), or narrow the capability",
@@ -212,7 +213,7 @@ def _with_overlaps(
     return result
 
 
-def _served_by(name: str, given: ServedBy | None, file: str, where: str, problems: Problems) -> ServedBy:
+def _served_by(name: str, given: ServedBy | None, file: str, where: KeyPath, problems: Problems) -> ServedBy:
     if name == GPU and given is None:
         problems.add(
             file,
@@ -226,35 +227,35 @@ def _served_by(name: str, given: ServedBy | None, file: str, where: str, problem
     if served_by is ServedBy.dra_driver_chart and name != GPU:
         problems.add(
             file,
-            f"{where}.servedBy",
+            (*where, "servedBy"),
             f"the DRA driver chart serves only {GPU}; {name} needs servedBy: catalog",
         )
     return served_by
 
 
 def _device_class(
-    name: str, given: str | None, served_by: ServedBy, file: str, where: str, problems: Problems, names: Names
+    name: str, given: str | None, served_by: ServedBy, file: str, where: KeyPath, problems: Problems, names: Names
 ) -> str:
     if served_by is ServedBy.dra_driver_chart:
         if given not in (None, GPU_CLASS):
-            problems.add(file, f"{where}.deviceClass", f"a chart-served name uses the chart's class {GPU_CLASS}")
+            problems.add(file, (*where, "deviceClass"), f"a chart-served name uses the chart's class {GPU_CLASS}")
         return GPU_CLASS
     if given is None:
-        problems.add(file, f"{where}.deviceClass", "required key is missing")
+        problems.add(file, (*where, "deviceClass"), "required key is missing")
         return ""
     for message in k8s_names.device_class_name(given):
-        problems.add(file, f"{where}.deviceClass", message)
+        problems.add(file, (*where, "deviceClass"), message)
     if given in CHART_DEVICE_CLASSES:
         problems.add(
             file,
-            f"{where}.deviceClass",
+            (*where, "deviceClass"),
             f"{given} is created by the NVIDIA DRA driver chart itself; choose another name "
             f"(for example <product>.{names.class_suffix})",
         )
     if given == names.generic_gpu_class:
         problems.add(
             file,
-            f"{where}.deviceClass",
+            (*where, "deviceClass"),
             f"{given} is the class this tool creates for {GPU} where the GPU Operator manages "
             "the DRA driver (its gpu.nvidia.com maps no name); choose another name",
         )
@@ -269,7 +270,7 @@ def _resolve_offering(
     products: Mapping[str, GpuProduct],
     names: Names,
 ) -> ResolvedOffering | None:
-    where = format_location(("offerings", name))
+    where = ("offerings", name)
     count = len(problems)
     for message in k8s_names.extended_resource_name(name):
         problems.add(file, where, message)
@@ -282,7 +283,7 @@ def _resolve_offering(
     elif offering.overlaps is not None:
         problems.add(
             file,
-            f"{where}.overlaps",
+            (*where, "overlaps"),
             "only a capability offering declares overlaps (a product offering takes one product)",
         )
 
@@ -294,30 +295,30 @@ def _resolve_offering(
         if served_by is not ServedBy.dra_driver_chart:
             problems.add(
                 file,
-                f"{where}.product",
+                (*where, "product"),
                 f"required: one of {', '.join(products)}, or a capability: instead (minMemory, architectures, ...)",
             )
     elif offering.product not in products:
-        problems.add(file, f"{where}.product", unknown_product_message(offering.product, products))
+        problems.add(file, (*where, "product"), unknown_product_message(offering.product, products))
     else:
         product = products[offering.product]
         if served_by is ServedBy.dra_driver_chart:
             problems.add(
                 file,
-                f"{where}.product",
+                (*where, "product"),
                 f"the chart's class {GPU_CLASS} selects every whole GPU; a product cannot narrow it. "
                 "Use servedBy: catalog for a product-specific class",
             )
 
     if mig_profile is not None:
         if served_by is ServedBy.dra_driver_chart:
-            problems.add(file, f"{where}.migProfile", "the chart's class serves whole GPUs only")
+            problems.add(file, (*where, "migProfile"), "the chart's class serves whole GPUs only")
         elif product is not None and not product.supports_mig:
-            problems.add(file, f"{where}.migProfile", f"{product.display_name} has no MIG support")
+            problems.add(file, (*where, "migProfile"), f"{product.display_name} has no MIG support")
         elif product is not None and mig_profile not in product.mig_profiles:
             problems.add(
                 file,
-                f"{where}.migProfile",
+                (*where, "migProfile"),
                 f"{product.display_name} has no MIG profile {offering.mig_profile!r}; "
                 f"valid: {', '.join(product.mig_profiles)}",
             )
@@ -325,25 +326,25 @@ def _resolve_offering(
     constraints = offering.constraints
     if constraints.min_memory is not None and not _QUANTITY.match(constraints.min_memory):
         problems.add(
-            file, f"{where}.constraints.minMemory", f"{constraints.min_memory!r} is not a quantity like 40Gi"
+            file, (*where, "constraints", "minMemory"), f"{constraints.min_memory!r} is not a quantity like 40Gi"
         )
     if constraints.min_driver_version is not None and not _SEMVER_LOOSE.match(constraints.min_driver_version):
         problems.add(
             file,
-            f"{where}.constraints.minDriverVersion",
+            (*where, "constraints", "minDriverVersion"),
             f"{constraints.min_driver_version!r} is not a version like 570.86.15",
         )
     if served_by is ServedBy.dra_driver_chart and (constraints.min_memory or constraints.min_driver_version):
-        problems.add(file, f"{where}.constraints", "a chart-served name cannot carry selector constraints")
+        problems.add(file, (*where, "constraints"), "a chart-served name cannot carry selector constraints")
 
     if not _WALDUR_COMPONENT.match(offering.quota.waldur_component):
         problems.add(
             file,
-            f"{where}.quota.waldurComponent",
+            (*where, "quota", "waldurComponent"),
             f"{offering.quota.waldur_component!r} must be lower-case letters, digits and '_', starting with a letter",
         )
     if offering.lifecycle is Lifecycle.active and offering.replaced_by:
-        problems.add(file, f"{where}.replacedBy", "only a deprecated offering can be replaced")
+        problems.add(file, (*where, "replacedBy"), "only a deprecated offering can be replaced")
 
     node_selector = offering.placement.node_selector
     if node_selector is None:
@@ -351,13 +352,13 @@ def _resolve_offering(
         node_selector = default_node_selector(product, mig)
     for key, value in node_selector.items():
         for message in k8s_names.qualified_name(key) + k8s_names.label_value(value):
-            problems.add(file, f"{where}.placement.nodeSelector", message)
+            problems.add(file, (*where, "placement", "nodeSelector"), message)
 
     aliases = []
     for index, alias in enumerate(offering.aliases):
-        alias_where = f"{where}.aliases[{index}]"
+        alias_where = (*where, "aliases", index)
         for message in k8s_names.extended_resource_name(alias.name):
-            problems.add(file, f"{alias_where}.name", message)
+            problems.add(file, (*alias_where, "name"), message)
         alias_served_by = _served_by(alias.name, alias.served_by, file, alias_where, problems)
         if alias_served_by is ServedBy.catalog and served_by is ServedBy.dra_driver_chart:
             problems.add(file, alias_where, "an alias of a chart-served offering cannot have a class of its own")
@@ -417,7 +418,7 @@ def _resolve_capability(
 
     def problem(key: str | None, message: str) -> None:
         path: tuple[str | int, ...] = ("offerings", name, "capability", *((key,) if key else ()))
-        problems.add(file, format_location(path), message)
+        problems.add(file, path, message)
 
     if offering.product is not None:
         problem(None, "set product (one product) or capability (every product meeting it), not both")
@@ -450,7 +451,7 @@ def _resolve_capability(
             if architecture not in DRIVER_ARCHITECTURES:
                 problems.add(
                     file,
-                    format_location(("offerings", name, "capability", "architectures", index)),
+                    ("offerings", name, "capability", "architectures", index),
                     f"{architecture!r} is not an architecture the driver publishes; allowed (as it spells them): "
                     f"{', '.join(DRIVER_ARCHITECTURES)}",
                 )
@@ -467,7 +468,7 @@ def _resolve_capability(
             if key not in products:
                 problems.add(
                     file,
-                    format_location(("offerings", name, "capability", "products", index)),
+                    ("offerings", name, "capability", "products", index),
                     unknown_product_message(key, products),
                 )
     if len(problems) > count:
@@ -499,34 +500,36 @@ def _check_uniqueness(model: CatalogFile, file: str, problems: Problems) -> None
     ui_names: dict[str, str] = {}
     pod_config_ids: dict[str, str] = {}  # id -> the offering that has it
 
-    def claim(table: dict[str, str], value: str, where: str, what: str) -> None:
+    def claim(table: dict[str, str], value: str, where: KeyPath, what: str) -> None:
         if value in table:
             problems.add(file, where, f"{what} {value!r} is already used by {table[value]}")
         else:
-            table[value] = where
+            table[value] = format_location(where)
 
     for name, offering in model.offerings.items():
-        where = format_location(("offerings", name))
+        where = ("offerings", name)
         claim(names, name, where, "extended resource name")
         if offering.device_class and offering.served_by is not ServedBy.dra_driver_chart:
-            claim(classes, offering.device_class, f"{where}.deviceClass", "DeviceClass")
-        claim(components, offering.quota.waldur_component, f"{where}.quota.waldurComponent", "Waldur component")
+            claim(classes, offering.device_class, (*where, "deviceClass"), "DeviceClass")
+        claim(
+            components, offering.quota.waldur_component, (*where, "quota", "waldurComponent"), "Waldur component"
+        )
         if offering.kubeflow and offering.lifecycle is Lifecycle.active:
-            claim(ui_names, offering.kubeflow.ui_name, f"{where}.kubeflow.uiName", "Kubeflow uiName")
+            claim(ui_names, offering.kubeflow.ui_name, (*where, "kubeflow", "uiName"), "Kubeflow uiName")
             _check_notebook_option(name, offering, pod_config_ids, file, where, problems)
         for index, alias in enumerate(offering.aliases):
-            alias_where = f"{where}.aliases[{index}]"
-            claim(names, alias.name, f"{alias_where}.name", "extended resource name")
+            alias_where = (*where, "aliases", index)
+            claim(names, alias.name, (*alias_where, "name"), "extended resource name")
             if alias.device_class and alias.served_by is not ServedBy.dra_driver_chart:
-                claim(classes, alias.device_class, f"{alias_where}.deviceClass", "DeviceClass")
+                claim(classes, alias.device_class, (*alias_where, "deviceClass"), "DeviceClass")
         if offering.replaced_by is not None and offering.replaced_by not in model.offerings:
             problems.add(
-                file, f"{where}.replacedBy", f"no offering named {offering.replaced_by!r} in this catalog"
+                file, (*where, "replacedBy"), f"no offering named {offering.replaced_by!r} in this catalog"
             )
 
 
 def _check_notebook_option(
-    name: str, offering: Offering, taken: dict[str, str], file: str, where: str, problems: Problems
+    name: str, offering: Offering, taken: dict[str, str], file: str, where: KeyPath, problems: Problems
 ) -> None:
     """An offering of the notebook form makes a Notebooks 2.0 podConfig option: one id per offering, and the
     lengths the WorkspaceKind CRD takes."""
@@ -535,18 +538,18 @@ def _check_notebook_option(
     if not low <= len(offering.kubeflow.ui_name) <= high:
         problems.add(
             file,
-            f"{where}.kubeflow.uiName",
+            (*where, "kubeflow", "uiName"),
             f"is the Notebooks 2.0 option's spawner.displayName, which the WorkspaceKind CRD takes with {low} to "
             f"{high} characters (it has {len(offering.kubeflow.ui_name)})",
         )
     if len(offering.description) > POD_CONFIG_DESCRIPTION_MAX_LENGTH:
         problems.add(
             file,
-            f"{where}.description",
+            (*where, "description"),
             "is the Notebooks 2.0 option's spawner.description, which the WorkspaceKind CRD takes with at most "
             f"{POD_CONFIG_DESCRIPTION_MAX_LENGTH} characters (it has {len(offering.description)})",
         )
-    where = f"{where}.kubeflow"
+    where = (*where, "kubeflow")
     pod_config_id = workspacekind_pod_config_id(name)
     other = taken.setdefault(pod_config_id, name)
     if other != name:

@@ -116,7 +116,7 @@ def _in_domain(domain: str, owner: str) -> bool:
 
 def _check_class_suffix(names: Names, file: str, problems: Problems) -> None:
     suffix = names.class_suffix
-    where = "names.deviceClassSuffix" if names.device_class_suffix is not None else "names.labelDomain"
+    where = ("names", "deviceClassSuffix" if names.device_class_suffix is not None else "labelDomain")
     limit = _DEVICE_CLASS_MAX_LENGTH - len(GENERIC_CLASS_NAME) - 1
     found = k8s_names.dns1123_subdomain(suffix, max_length=limit)
     for message in found:
@@ -138,17 +138,17 @@ def _check_class_suffix(names: Names, file: str, problems: Problems) -> None:
 
 def check_names(names: Names, file: str, problems: Problems) -> None:
     """Each name as Kubernetes checks what it becomes part of, and the domains that belong to others."""
-    where = "names"
+    where = ("names",)
     domain = names.label_domain
     # The label domain is the prefix of a label key: a DNS subdomain of at most 253 characters.
     before = len(problems)
     for message in k8s_names.dns1123_subdomain(domain):
-        problems.add(file, f"{where}.labelDomain", f"is the prefix of the label {names.pool_label}: {message}")
+        problems.add(file, (*where, "labelDomain"), f"is the prefix of the label {names.pool_label}: {message}")
     owner = next((d for d in KUBERNETES_DOMAINS if _in_domain(domain, d)), None)
     if len(problems) == before and owner is not None:
         problems.add(
             file,
-            f"{where}.labelDomain",
+            (*where, "labelDomain"),
             f"{domain}: Kubernetes reserves {owner} and its subdomains for its own components' labels and "
             "annotations (and the kubelet refuses --node-labels there, which provisioned and Karpenter pools "
             "use). Choose a domain your organization owns, e.g. gpu.example.com",
@@ -156,7 +156,7 @@ def check_names(names: Names, file: str, problems: Problems) -> None:
     elif len(problems) == before and domain.endswith(KARPENTER_DOMAIN):
         problems.add(
             file,
-            f"{where}.labelDomain",
+            (*where, "labelDomain"),
             f"{domain} ends in {KARPENTER_DOMAIN}: Karpenter's NodePool refuses template labels there, and "
             "Karpenter pools carry the pool label. Choose a domain your organization owns, e.g. gpu.example.com",
         )
@@ -169,22 +169,22 @@ def check_names(names: Names, file: str, problems: Problems) -> None:
     manager = names.field_manager
     if not manager:
         problems.add(
-            file, f"{where}.fieldManager", "must not be empty: server-side apply requires a field manager"
+            file, (*where, "fieldManager"), "must not be empty: server-side apply requires a field manager"
         )
     for message in k8s_names.label_value(manager):
         problems.add(
             file,
-            f"{where}.fieldManager",
+            (*where, "fieldManager"),
             f"is also the value of the label app.kubernetes.io/managed-by: {message}",
         )
 
     namespace = names.namespace
     for message in k8s_names.dns1123_label(namespace):
-        problems.add(file, f"{where}.namespace", f"a namespace name is a DNS-1123 label: {message}")
+        problems.add(file, (*where, "namespace"), f"a namespace name is a DNS-1123 label: {message}")
     if namespace in BUILT_IN_NAMESPACES:
         problems.add(
             file,
-            f"{where}.namespace",
+            (*where, "namespace"),
             f"{namespace} exists in every cluster, and the stack creates the catalog ConfigMap's namespace "
             "(kubernetes_namespace_v1 fails when it exists): choose one of its own, e.g. gpu-system",
         )
@@ -193,6 +193,6 @@ def check_names(names: Names, file: str, problems: Problems) -> None:
     for message in k8s_names.dns1123_subdomain(names.config_map_name):
         problems.add(
             file,
-            f"{where}.namePrefix",
+            (*where, "namePrefix"),
             f"makes the object names {names.config_map_name} and {names.closed_quota_name}: {message}",
         )

@@ -21,7 +21,6 @@ from themelio_gpu.inputs.catalog.products import (
     table_clashes,
 )
 from themelio_gpu.inputs.problems import Problems
-from themelio_gpu.inputs.yaml_input import format_location
 
 # What selectors and placement cannot do without. Unknown architecture or compute capability: the product
 # meets no capability that tests them (coverage says so); the display name defaults to the key.
@@ -71,7 +70,7 @@ def merged_products(entries: Mapping[str, Product], file: str, problems: Problem
             if missing:
                 problems.add(
                     file,
-                    format_location(where),
+                    where,
                     f"{key} is not a built-in product ({', '.join(PRODUCTS)}), so it needs {', '.join(missing)}",
                 )
                 continue
@@ -85,15 +84,13 @@ def merged_products(entries: Mapping[str, Product], file: str, problems: Problem
             product = dataclasses.replace(product, mig_layouts=MappingProxyType(kept))
         found = product_problems(product)
         for path, message in found:
-            problems.add(file, format_location((*where, *path)), message)
+            problems.add(file, (*where, *path), message)
         if not found:
             table[key] = product
     for key, other, field, value in table_clashes(table):
         # Two built-ins never clash (a test checks it): report the clash on the catalog's own entry.
         mine, theirs = (key, other) if key in entries else (other, key)
-        problems.add(
-            file, format_location(("products", mine, field)), f"{value!r} is also in {field} of product {theirs}"
-        )
+        problems.add(file, ("products", mine, field), f"{value!r} is also in {field} of product {theirs}")
     return MappingProxyType(table)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from themelio_gpu.inputs.yaml_input import did_you_mean
+from themelio_gpu.inputs.validation import did_you_mean
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.nvidia import mig_profile_resource_spelling
 

@@ -21,14 +21,8 @@ from typing import Any
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.secrets import find_secrets
-from themelio_gpu.inputs.yaml_input import (
-    YamlDocument,
-    describe_value,
-    display_path,
-    format_location,
-    load_yaml_document,
-    validate_model,
-)
+from themelio_gpu.inputs.validation import describe_value, validate_model
+from themelio_gpu.inputs.yaml_input import YamlDocument, display_path, load_yaml_document
 from themelio_gpu.k8s import names as k8s_names
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -49,7 +43,7 @@ def cluster_definition_files(stacks_dir: Path, problems: Problems) -> list[Path]
     """The cluster files of `stacks_dir` (sorted), with a problem for every YAML file too deep to be one."""
     shown = display_path(stacks_dir)
     if not stacks_dir.is_dir():
-        problems.add(shown, "", "folder of cluster definitions not found")
+        problems.add(shown, (), "folder of cluster definitions not found")
         return []
     files: list[Path] = []
     too_deep: list[Path] = []
@@ -65,12 +59,12 @@ def cluster_definition_files(stacks_dir: Path, problems: Problems) -> list[Path]
     for path in too_deep:
         problems.add(
             display_path(path),
-            "",
+            (),
             f"too deep to be read: cluster files go in {shown}/ or one folder below it "
             f"({shown}/<environment>/<cluster>.yaml); move it up, or out of {shown}/ if it is no cluster",
         )
     if not files and not too_deep:
-        problems.add(shown, "", "no cluster definitions (*.yaml) in this folder")
+        problems.add(shown, (), "no cluster definitions (*.yaml) in this folder")
     return files
 
 
@@ -79,7 +73,7 @@ def _is_folder(path: Path, problems: Problems) -> bool:
     if path.is_symlink() and path.is_dir():
         problems.add(
             _shown(path),
-            "",
+            (),
             "a link to a folder is not followed: put the environment's folder itself here, or its files",
         )
         return False
@@ -97,7 +91,7 @@ def _yaml_file(path: Path, problems: Problems) -> list[Path]:
     if not is_yaml_file_name(path) or (path.is_symlink() and path.is_dir()):
         return []
     if not path.is_file():
-        problems.add(_shown(path), "", "not a regular file: a cluster file is a plain YAML file")
+        problems.add(_shown(path), (), "not a regular file: a cluster file is a plain YAML file")
         return []
     return [path]
 
@@ -136,7 +130,7 @@ def _check_file_name(path: Path, definition: ClusterDefinition, shown: str, prob
         return
     problems.add(
         shown,
-        "name",
+        ("name",),
         f"the cluster {name} is defined in {path.name}: a cluster file is named after its cluster (the name is "
         f"its stack and the key of its Terraform state). Rename the file to {name}{path.suffix}; or, if "
         f"{path.stem} is the name you mean, set name: {path.stem} (a new name is a new stack, whose state "
@@ -179,15 +173,15 @@ def load_cluster_files(
         document = load_yaml_document(path, problems, shown)
         if document is None or document.data is None:
             if len(problems) == before:
-                problems.add(shown, "", "the file is empty")
+                problems.add(shown, (), "the file is empty")
             continue
         found.documents[shown] = document
         refused = _not_a_cluster(document.data, stacks)
         if refused is not None:
-            problems.add(shown, "", refused)
+            problems.add(shown, (), refused)
             continue
         for finding in find_secrets(document.data):
-            problems.add(shown, format_location(finding.path), finding.message)
+            problems.add(shown, finding.path, finding.message)
             found.secrets += [finding.secret] if finding.secret else []
         definition = validate_model(ClusterDefinition, document.data, shown, problems, document=document)
         if definition is not None:
@@ -196,7 +190,9 @@ def load_cluster_files(
     seen: dict[str, str] = {name: file for file, name in found.reused}
     for file, definition in found.definitions:
         if definition.name in seen:
-            problems.add(file, "name", f"cluster {definition.name!r} is also defined in {seen[definition.name]}")
+            problems.add(
+                file, ("name",), f"cluster {definition.name!r} is also defined in {seen[definition.name]}"
+            )
         seen.setdefault(definition.name, file)
     return found
 
@@ -218,7 +214,7 @@ def clusters_beside_the_catalog(catalog: Path, stacks_dir: Path, problems: Probl
         if isinstance(data, Mapping) and "nodePools" in data:
             problems.add(
                 display_path(path),
-                "",
+                (),
                 f"a cluster definition beside the catalog is not read: cluster files go in "
                 f"{display_path(stacks_dir)}/ (the catalog's folder holds the catalog alone); move it there",
             )

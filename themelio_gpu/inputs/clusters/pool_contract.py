@@ -20,6 +20,7 @@ from themelio_gpu.inputs.catalog.products import (
     named_mig_layout,
 )
 from themelio_gpu.inputs.clusters.definition import NodePool
+from themelio_gpu.inputs.problems import Bracketed, KeyPath
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.nvidia import DEFAULT_TAINT, DEPLOY_DEVICE_PLUGIN, DRA_KUBELET_PLUGIN, GPU, MIG_CONFIG
 from themelio_gpu.k8s.scheduling import TAINT_EFFECTS, TaintSpec, untolerated
@@ -102,7 +103,7 @@ def pool_contract(
     pool: NodePool,
     product: GpuProduct,
     device_plugin_in_cluster: bool,
-    problems: list[tuple[str, str]],
+    problems: list[tuple[KeyPath, str]],
     names: Names,
     *,
     mig_manager: bool = True,
@@ -117,12 +118,12 @@ def pool_contract(
     mig_profile_label: str | None = None
     if pool.mig is not None:
         if not product.supports_mig:
-            problems.append(("mig", f"{product.display_name} has no MIG support; remove mig for this pool"))
+            problems.append((("mig",), f"{product.display_name} has no MIG support; remove mig for this pool"))
         elif pool.mig.profile is not None:
             if pool.mig.profile not in product.mig_profiles:
                 problems.append(
                     (
-                        "mig.profile",
+                        ("mig", "profile"),
                         f"{product.display_name} has no MIG profile {pool.mig.profile!r}; "
                         f"valid: {', '.join(product.mig_profiles)}",
                     )
@@ -137,7 +138,7 @@ def pool_contract(
                 unknown = sorted(set(pool.mig.provides) - set(product.mig_profiles))
                 if unknown:
                     problems.append(
-                        ("mig.provides", f"{product.display_name} has no MIG profile {', '.join(unknown)}")
+                        (("mig", "provides"), f"{product.display_name} has no MIG profile {', '.join(unknown)}")
                     )
                 mig_devices = MappingProxyType(dict(sorted(pool.mig.provides.items())))
             else:
@@ -148,14 +149,14 @@ def pool_contract(
                     ]
                     problems.append(
                         (
-                            "mig.config",
+                            ("mig", "config"),
                             f"{pool.mig.config!r} is not a default MIG Manager config for {product.display_name}"
                             f" (valid: {', '.join(valid)}); for a custom config also say what it provides",
                         )
                     )
                 elif not mig_devices:
                     problems.append(
-                        ("mig.config", "all-enabled creates no MIG devices: the pool would serve nothing")
+                        (("mig", "config"), "all-enabled creates no MIG devices: the pool would serve nothing")
                     )
 
     labels: dict[str, str] = {
@@ -168,7 +169,7 @@ def pool_contract(
         if pool.provisioning.karpenter is not None:
             problems.append(
                 (
-                    "instanceType",
+                    ("instanceType",),
                     f"pool {pool.name}: Karpenter writes {INSTANCE_TYPE} on every node it launches, from the "
                     "instance type it chose among provisioning.karpenter.instanceTypes; a value of our own would "
                     "be one more requirement (Karpenter layers template labels onto them) that no instance type "
@@ -190,14 +191,18 @@ def pool_contract(
             labels[DEPLOY_DEVICE_PLUGIN] = "false"
     for key, value in pool.labels.items():
         if key in labels or key in WELL_KNOWN_LABEL_KEYS:
-            problems.append((f"labels[{key}]", f"{key} is part of the label contract this tool sets; remove it"))
+            problems.append(
+                (("labels", Bracketed(key)), f"{key} is part of the label contract this tool sets; remove it")
+            )
             continue
         for message in k8s_names.qualified_name(key):
-            problems.append((f"labels[{key}]", message))
+            problems.append((("labels", Bracketed(key)), message))
         labels[key] = value
     for key, value in labels.items():
         for message in k8s_names.label_value(value):
-            field = {INSTANCE_TYPE: "instanceType", names.pool_label: "name"}.get(key, f"labels[{key}]")
+            field: KeyPath = {INSTANCE_TYPE: ("instanceType",), names.pool_label: ("name",)}.get(
+                key, ("labels", Bracketed(key))
+            )
             problems.append((field, f"{key}: {message}"))
 
     taints: list[TaintSpec] = []
@@ -205,11 +210,11 @@ def pool_contract(
     first_with_key: dict[str, int] = {}
     for index, taint in enumerate(given):
         for message in k8s_names.qualified_name(taint.key) + k8s_names.label_value(taint.value):
-            problems.append((f"taints[{index}]", message))
+            problems.append((("taints", index), message))
         if taint.effect not in TAINT_EFFECTS:
             problems.append(
                 (
-                    f"taints[{index}].effect",
+                    ("taints", index, "effect"),
                     f"{taint.effect!r} is not a taint effect; use one of {', '.join(TAINT_EFFECTS)}",
                 )
             )
@@ -220,7 +225,7 @@ def pool_contract(
             earlier = first_with_key[taint.key]
             problems.append(
                 (
-                    f"taints[{index}]",
+                    ("taints", index),
                     f"pool {pool.name}: taint {spec} has the key of taints[{earlier}] {taints[earlier]}; a node's "
                     "taint keys must be unique (the kubernetes provider's kubernetes_node_taint refuses them at "
                     "plan time): keep one taint per key",
