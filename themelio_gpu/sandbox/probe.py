@@ -25,6 +25,7 @@ from themelio_gpu.plan.quota import ClusterQuotaPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
+from themelio_gpu.tables import table
 
 NAMESPACE = "themelio-probe"
 WAIT_SECONDS = 60.0
@@ -256,11 +257,7 @@ def as_table(rows: list[Row]) -> str:
         what = "; ".join(row.devices) if row.node else row.pending[:90]
         verdict = row.uncompared if row.uncompared else "yes" if row.agrees else "NO: " + "; ".join(row.problems)
         lines.append((row.name, str(row.count), landed, what, ", ".join(row.expected_pools) or "Pending", verdict))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
-        for line in lines
-    )
+    return table(lines, pad_last=False)
 
 
 @dataclass
@@ -445,5 +442,4 @@ def quota_table(rows: list[QuotaRow]) -> str:
         answer = ("admitted" if row.admitted else "refused") + (": " + row.message[-70:] if row.message else "")
         lines.append((row.namespace, row.grant, row.path, answer, "admit" if row.expected else "refuse",
                       "yes" if row.agrees else "NO"))  # fmt: skip
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+    return table(lines)
