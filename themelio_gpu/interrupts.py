@@ -91,6 +91,11 @@ def deferred() -> Iterator[None]:
 
 _running: set[subprocess.Popen[str]] = set()
 _running_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+class StoppedError(Exception):
+    """A worker thread's command that was not started: the block waiting for the workers was interrupted."""
 
 
 def run(
@@ -108,8 +113,11 @@ def run(
     raised) meanwhile, the whole group gets SIGTERM, then SIGKILL after `grace` seconds: a program's own
     children (git's checkout worker, a synthesis's node kernel) end with it, before the caller cleans up
     what they were writing. After `timeout` seconds the group is ended the same way and
-    subprocess.TimeoutExpired is raised. A command run in a worker thread is ended by `end_running()`.
+    subprocess.TimeoutExpired is raised. In a worker thread, see `ending_workers()`.
     """
+    worker = threading.current_thread() is not threading.main_thread()
+    if worker and _stopping.is_set():
+        raise StoppedError(" ".join(command))
     if input is not None:
         options["stdin"] = subprocess.PIPE
     with subprocess.Popen(
@@ -117,7 +125,10 @@ def run(
     ) as process:
         with _running_lock:
             _running.add(process)
+            stopped = worker and _stopping.is_set()  # set since the check above: end_running may not see it
         try:
+            if stopped:
+                raise StoppedError(" ".join(command))
             out, err = process.communicate(input, timeout=timeout)
         except BaseException:
             _end_group(process, grace)
@@ -128,9 +139,22 @@ def run(
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+@contextmanager
+def ending_workers(grace: float = 5.0) -> Iterator[None]:
+    """The block that waits for worker threads running commands through `run` (inside a thread pool's `with`,
+    so that it acts before the pool waits for its threads): if the block is interrupted (or raises), the
+    commands the workers run end, and any they would start next raises StoppedError in its thread instead."""
+    _stopping.clear()
+    try:
+        yield
+    except BaseException:
+        _stopping.set()
+        end_running(grace)
+        raise
+
+
 def end_running(grace: float = 5.0) -> None:
-    """End every command `run` is still waiting for, in whatever thread (the threads then see it exit): what a
-    caller whose worker threads run commands does when it is interrupted, before it waits for them."""
+    """End every command `run` is still waiting for, in whatever thread (the threads then see it exit)."""
     with _running_lock:
         live = list(_running)
     with deferred():

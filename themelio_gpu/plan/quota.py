@@ -34,6 +34,7 @@ from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS
 from themelio_gpu.inputs.catalog.products import GpuProduct, mig_profile_resource_spelling
+from themelio_gpu.inputs.problems import Problems
 
 if TYPE_CHECKING:  # fleet.py plans the quotas of a cluster to check what its consumers' objects can hold
     from themelio_gpu.plan.fleet import ClusterPlan
@@ -323,6 +324,29 @@ def resolve_grants(
         else:
             problems.append((name, _not_grantable(quota, plan, name, offering)))
     return dict(sorted(grants.items())), problems
+
+
+def parse_grants(items: Sequence[str], problems: Problems) -> list[tuple[str, str, int]]:
+    """(item, name, count) of each command-line `OFFERING=COUNT`; a problem for each item that is not one."""
+    requested: list[tuple[str, str, int]] = []
+    for item in items:
+        name, sep, count = item.partition("=")
+        if not sep or not count.isdigit():
+            problems.add("command line", item, "write OFFERING=COUNT with a whole number, e.g. nvidia.com/a100=4")
+        else:
+            requested.append((item, name, int(count)))
+    return requested
+
+
+def requested_grants(
+    quota: ClusterQuotaPlan, plan: ClusterPlan, requested: Sequence[tuple[str, str, int]], problems: Problems
+) -> dict[str, int]:
+    """resolve_grants of parse_grants' items, each problem named by the first item that names its offering."""
+    grants, found = resolve_grants(quota, plan, [(name, count) for _, name, count in requested])
+    item_of = {name: item for item, name, _ in reversed(requested)}  # the first item naming it
+    for name, message in found:
+        problems.add("command line", item_of[name], message)
+    return grants
 
 
 def _served(plan: ClusterPlan) -> str:
