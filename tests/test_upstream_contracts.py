@@ -25,7 +25,6 @@ import yaml
 from tests import polyaxon_contracts as polyaxon
 from tests.conftest import FIXTURES
 from tests.upstream_contracts import crd_errors
-from themelio_gpu.cli import cluster_contract_files, contract_files
 from themelio_gpu.inputs import k8s_names
 from themelio_gpu.inputs.clusters.pool_contract import (
     BLOCKING_EFFECTS,
@@ -34,6 +33,7 @@ from themelio_gpu.inputs.clusters.pool_contract import (
     TaintSpec,
     untolerated,
 )
+from themelio_gpu.outputs.consumer_files import cluster_contract_files, contract_files
 from themelio_gpu.outputs.contracts import waldur_backend_components
 from themelio_gpu.outputs.polyaxon import PRESETS_FOLDER, QUEUE_NAME_LABEL, Preset, polyaxon_presets
 from themelio_gpu.plan.fleet import ClusterPlan, Fleet, load_fleet

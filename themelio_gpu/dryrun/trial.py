@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from themelio_gpu.commands import exits
 from themelio_gpu.dryrun.cel_kubernetes import Quantity, Semver, parse_quantity, parse_semver
 from themelio_gpu.dryrun.match import ClassUnderTest, DeviceRef, match_classes
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_resourceslices
@@ -28,6 +29,7 @@ from themelio_gpu.inputs.catalog.model import CHART_GPU_CLASS, ServedBy
 from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS, DRIVER
 from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.tables import table_lines
 from themelio_gpu.words import count
 
 _GIB = Decimal(2**30)
@@ -189,8 +191,7 @@ def _what(offering: ResolvedOffering) -> str:
 
 
 def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return table_lines(rows)
 
 
 def _block(heading: str, devices: Sequence[DeviceRef]) -> list[str]:
@@ -293,10 +294,10 @@ def trial_command(catalog: Catalog, slices: Path, names: Sequence[str], as_json:
         devices = load_resourceslices(slices)
     except ResourceSliceError as error:
         print("\n".join(error.problems), file=sys.stderr)
-        return 2
+        return exits.BAD_INPUT
     report = run_trial(catalog, offerings, devices, str(slices))
     if as_json:
         print(json.dumps(trial_as_dict(report), indent=2, sort_keys=True))
     else:
         print(render_trial(report), end="")
-    return 0 if report.ok else 1
+    return exits.OK if report.ok else exits.FAILED
