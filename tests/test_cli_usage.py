@@ -16,7 +16,8 @@ import yaml
 
 from tests.conftest import ROOT
 from themelio_gpu import __version__
-from themelio_gpu.cli import CONTRACT_FILES, build_parser, export_files
+from themelio_gpu.cli import build_parser
+from themelio_gpu.outputs.consumer_files import CONTRACT_FILES, export_files
 from themelio_gpu.plan.model import Fleet
 from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR
 

@@ -14,7 +14,7 @@ import yaml
 from tests.builders import cluster, problems_of, write_fleet
 from tests.conftest import FIXTURES
 from tests.test_quota import fleet
-from themelio_gpu.cli import cluster_contract_files, contract_files
+from themelio_gpu.outputs.consumer_files import cluster_contract_files, contract_files
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan, Fleet
 

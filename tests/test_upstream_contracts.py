@@ -25,10 +25,10 @@ import yaml
 from tests import polyaxon_contracts as polyaxon
 from tests.conftest import FIXTURES
 from tests.upstream_contracts import crd_errors
-from themelio_gpu.cli import cluster_contract_files, contract_files
 from themelio_gpu.inputs.clusters.pool_contract import INSTANCE_TYPE, PoolContract
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.k8s.scheduling import BLOCKING_EFFECTS, TaintSpec, untolerated
+from themelio_gpu.outputs.consumer_files import cluster_contract_files, contract_files
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.kueue import pool_capacity
 from themelio_gpu.plan.model import ClusterPlan, Fleet

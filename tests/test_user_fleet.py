@@ -19,8 +19,8 @@ from tests.snapshot import (
     remove_snapshot,
     remove_snapshot_folder,
 )
-from themelio_gpu.cli import CONTRACT_FILES, cluster_contract_files, contract_files
 from themelio_gpu.inputs.problems import InputError, Problems
+from themelio_gpu.outputs.consumer_files import CONTRACT_FILES, cluster_contract_files, contract_files
 from themelio_gpu.plan.fleet import cluster_definition_files, load_fleet
 from themelio_gpu.plan.model import Fleet
 from themelio_gpu.render.schemas import schema_texts

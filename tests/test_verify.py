@@ -26,7 +26,7 @@ from themelio_gpu.plan.helm.known_values import render_values_yaml
 from themelio_gpu.plan.helm.values import NFD_WORKER_DEFAULT_TOLERATIONS, OPERAND_DEFAULT_TOLERATIONS
 from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.verify.charts import ChartSource
-from themelio_gpu.verify.command import verify_cluster
+from themelio_gpu.verify.clusters import verify_cluster
 from themelio_gpu.verify.proof import ClusterProof, Row
 from themelio_gpu.verify.render import render_release
 from themelio_gpu.verify.validation import load_kubernetes_validate

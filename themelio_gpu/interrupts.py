@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from types import FrameType
@@ -88,8 +89,22 @@ def deferred() -> Iterator[None]:
             signal.raise_signal(first)
 
 
+_running: set[subprocess.Popen[str]] = set()
+_running_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+class StoppedError(Exception):
+    """A worker thread's command that was not started: the block waiting for the workers was interrupted."""
+
+
 def run(
-    command: Sequence[str], *, grace: float = 5.0, input: str | None = None, **options: Any
+    command: Sequence[str],
+    *,
+    grace: float = 5.0,
+    input: str | None = None,
+    timeout: float | None = None,
+    **options: Any,
 ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(command, capture_output=True, text=True)`, leaving no process behind however it ends.
     `input` is written to its standard input (else it has none of its own: it reads this process's).
@@ -97,19 +112,61 @@ def run(
     The command runs in a process group of its own; if this process is interrupted (or anything else is
     raised) meanwhile, the whole group gets SIGTERM, then SIGKILL after `grace` seconds: a program's own
     children (git's checkout worker, a synthesis's node kernel) end with it, before the caller cleans up
-    what they were writing.
+    what they were writing. After `timeout` seconds the group is ended the same way and
+    subprocess.TimeoutExpired is raised. In a worker thread, see `ending_workers()`.
     """
+    worker = threading.current_thread() is not threading.main_thread()
+    if worker and _stopping.is_set():
+        raise StoppedError(" ".join(command))
     if input is not None:
         options["stdin"] = subprocess.PIPE
     with subprocess.Popen(
         list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options
     ) as process:
+        with _running_lock:
+            _running.add(process)
+            stopped = worker and _stopping.is_set()  # set since the check above: end_running may not see it
         try:
-            out, err = process.communicate(input)
+            if stopped:
+                raise StoppedError(" ".join(command))
+            out, err = process.communicate(input, timeout=timeout)
         except BaseException:
             _end_group(process, grace)
             raise
+        finally:
+            with _running_lock:
+                _running.discard(process)
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+@contextmanager
+def ending_workers(grace: float = 5.0) -> Iterator[None]:
+    """The block that waits for worker threads running commands through `run` (inside a thread pool's `with`,
+    so that it acts before the pool waits for its threads): if the block is interrupted (or raises), the
+    commands the workers run end, and any they would start next raises StoppedError in its thread instead."""
+    _stopping.clear()
+    try:
+        yield
+    except BaseException:
+        _stopping.set()
+        end_running(grace)
+        raise
+
+
+def end_running(grace: float = 5.0) -> None:
+    """End every command `run` is still waiting for, in whatever thread (the threads then see it exit)."""
+    with _running_lock:
+        live = list(_running)
+    with deferred():
+        for process in live:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in live:
+            with suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
 
 
 def _end_group(process: subprocess.Popen[str], grace: float) -> None:

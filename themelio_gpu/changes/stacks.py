@@ -17,7 +17,7 @@ from typing import Any
 
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import display_path
-from themelio_gpu.outputs.stack_folders import MANIFEST, STACK_FILE, STACKS_FOLDER
+from themelio_gpu.outputs.stack_folders import MANIFEST, STACK_FILE, STACKS_FOLDER, synthesized_stacks
 
 # Terraform meta-arguments and cdktf's metadata: they say how Terraform handles the object, not what it is,
 # so a change to them plans no update of the object.
@@ -84,7 +84,7 @@ def stack_files(folder: Path, problems: Problems) -> dict[str, Path]:
                 "a fleet without stacks)",
             )
         return {}
-    files = {path.parent.name: path for path in sorted(stacks_folder.glob(f"*/{STACK_FILE}"))}
+    files = synthesized_stacks(folder)
     if not files and not (folder / MANIFEST).is_file() and any(stacks_folder.iterdir()):
         problems.add(shown, "", f"no stack files ({STACKS_FOLDER}/<name>/{STACK_FILE}) in this folder")
     return files

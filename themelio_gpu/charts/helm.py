@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 
+from themelio_gpu import interrupts
+
 HELM_ENV = "HELM"
 HELM_TIMEOUT_SECONDS = 300
 
@@ -44,9 +46,7 @@ def helm_binary(purpose: str = "verify renders the real charts with `helm templa
 def run_helm(helm: str, args: list[str], what: str) -> str:
     """helm's stdout; ChartError with helm's own message when it fails."""
     try:
-        done = subprocess.run(
-            [helm, *args], capture_output=True, text=True, timeout=HELM_TIMEOUT_SECONDS, check=False
-        )
+        done = interrupts.run([helm, *args], timeout=HELM_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
         raise ChartError(f"{what}: helm did not finish within {HELM_TIMEOUT_SECONDS}s") from None
     except OSError as error:

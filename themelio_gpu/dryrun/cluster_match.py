@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from themelio_gpu import exits
 from themelio_gpu.dryrun.match import ClassUnderTest, MatchReport, match_classes, render_report, report_as_dict
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_resourceslices
 from themelio_gpu.dryrun.trial import violations
@@ -107,15 +108,11 @@ def absent_offerings(
     return {o.name for o in offerings if all(violations(o, device, products) for device in devices)}
 
 
-def match_command(fleet: Fleet, slices: Path, cluster: str | None, as_json: bool) -> int:
-    """Print the dry run; 0 when every offering whose devices the slices hold selects them and none overlap,
-    1 otherwise, 2 bad input. Slices of some nodes only are fine: an offering not there is not a problem."""
-    if cluster is not None:
-        plan = fleet.cluster(cluster)
-        if plan is None:
-            known = ", ".join(c.name for c in fleet.clusters)
-            print(f"command line: {cluster}: no cluster of that name; known: {known}", file=sys.stderr)
-            return 2
+def match_command(fleet: Fleet, slices: Path, plan: ClusterPlan | None, as_json: bool) -> int:
+    """Print the dry run of the classes of `plan` (None: every offering of the catalog); 0 when every offering
+    whose devices the slices hold selects them and none overlap, 1 otherwise, 2 bad input. Slices of some nodes
+    only are fine: an offering not there is not a problem."""
+    if plan is not None:
         classes, offerings = classes_for_cluster(plan), plan.offerings
     else:
         classes, offerings = classes_for_catalog(fleet.catalog), tuple(fleet.catalog)
@@ -123,10 +120,10 @@ def match_command(fleet: Fleet, slices: Path, cluster: str | None, as_json: bool
         devices = load_resourceslices(slices)
     except ResourceSliceError as error:
         print("\n".join(error.problems), file=sys.stderr)
-        return 2
+        return exits.BAD_INPUT
     report = match_classes(classes, devices, absent_offerings(offerings, devices, fleet.catalog.products))
     if as_json:
         print(json.dumps(report_as_dict(report), indent=2, sort_keys=True))
     else:
         print(render_report(report), end="")
-    return 0 if report.ok else 1
+    return exits.OK if report.ok else exits.FAILED

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+from themelio_gpu import exits
 from themelio_gpu.dryrun.match import ClassUnderTest, DeviceRef, match_classes
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, load_resourceslices
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
@@ -30,6 +31,7 @@ from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.k8s.nvidia import DRA_DRIVER, GPU_CLASS
 from themelio_gpu.k8s.quantity import Quantity, parse_quantity
 from themelio_gpu.k8s.semver import Semver, parse_semver
+from themelio_gpu.tables import table_lines
 from themelio_gpu.words import count
 
 _GIB = Decimal(2**30)
@@ -191,8 +193,7 @@ def _what(offering: ResolvedOffering) -> str:
 
 
 def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    return table_lines(rows)
 
 
 def _block(heading: str, devices: Sequence[DeviceRef]) -> list[str]:
@@ -295,10 +296,10 @@ def trial_command(catalog: Catalog, slices: Path, names: Sequence[str], as_json:
         devices = load_resourceslices(slices)
     except ResourceSliceError as error:
         print("\n".join(error.problems), file=sys.stderr)
-        return 2
+        return exits.BAD_INPUT
     report = run_trial(catalog, offerings, devices, str(slices))
     if as_json:
         print(json.dumps(trial_as_dict(report), indent=2, sort_keys=True))
     else:
         print(render_trial(report), end="")
-    return 0 if report.ok else 1
+    return exits.OK if report.ok else exits.FAILED

@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
 
+from themelio_gpu import exits
 from themelio_gpu.dryrun.cluster_match import match_cluster
 from themelio_gpu.dryrun.match import MatchReport
 from themelio_gpu.dryrun.resourceslices import Device, ResourceSliceError, parse_resourceslices
@@ -58,8 +59,8 @@ from themelio_gpu.plan.quota import (
 )
 from themelio_gpu.words import count
 
-EXIT_OK = 0
-EXIT_FAILED = 1
+EXIT_OK = exits.OK
+EXIT_FAILED = exits.FAILED
 
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 DEVICE_CLASSES = f"{RESOURCE_API}/deviceclasses"

@@ -67,14 +67,21 @@ def _stack_name(folder: Path) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def stale_stacks(outdir: Path, current: set[str]) -> list[StaleStack]:
-    """Stack folders under `outdir` that cdktf wrote for a cluster not in `current`."""
+def synthesized_stacks(outdir: Path) -> dict[str, Path]:
+    """Stack name -> stack file of every stack of a synthesized output folder (`<outdir>/stacks/<name>/cdk.tf.json`),
+    sorted by name; none when there is no stacks/ folder. The one place that finds the stacks of a folder."""
     stacks = outdir / STACKS_FOLDER
     if not stacks.is_dir():
-        return []
+        return {}
+    return {path.parent.name: path for path in sorted(stacks.glob(f"*/{STACK_FILE}"))}
+
+
+def stale_stacks(outdir: Path, current: set[str]) -> list[StaleStack]:
+    """Stack folders under `outdir` that cdktf wrote for a cluster not in `current`."""
     found = []
-    for folder in sorted(p for p in stacks.iterdir() if p.is_dir() and not p.is_symlink()):
-        if folder.name in current or _stack_name(folder) != folder.name:
+    for name, file in synthesized_stacks(outdir).items():
+        folder = file.parent
+        if folder.is_symlink() or name in current or _stack_name(folder) != name:
             continue
         kept = []
         for path in sorted(folder.rglob("*")):

@@ -43,6 +43,7 @@ from themelio_gpu.outputs.stack_inputs import (
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.settings import DEFAULT_OUTDIR, InputPaths
+from themelio_gpu.tables import table
 from themelio_gpu.words import count
 
 # What node's fs module says when a write fails ("ENOSPC: no space left on device, write"), as jsii passes it.
@@ -295,8 +296,4 @@ def summary_row(plan: ClusterPlan) -> tuple[str, ...]:
 
 
 def summary_table(rows: Sequence[Sequence[str]]) -> str:
-    table = [SUMMARY_HEADER, *rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(SUMMARY_HEADER))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return table([SUMMARY_HEADER, *rows], rule=True)

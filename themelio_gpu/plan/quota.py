@@ -31,6 +31,7 @@ from types import MappingProxyType
 from themelio_gpu.inputs.catalog.capability import DeviceKind
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.catalog.products import GpuProduct
+from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.k8s.dra import implicit_name
 from themelio_gpu.k8s.nvidia import (
     COMPUTE_DOMAIN_CHANNEL_CLASS,
@@ -308,6 +309,29 @@ def resolve_grants(
         else:
             problems.append((name, _not_grantable(quota, plan, name, offering)))
     return dict(sorted(grants.items())), problems
+
+
+def parse_grants(items: Sequence[str], problems: Problems) -> list[tuple[str, str, int]]:
+    """(item, name, count) of each command-line `OFFERING=COUNT`; a problem for each item that is not one."""
+    requested: list[tuple[str, str, int]] = []
+    for item in items:
+        name, sep, count = item.partition("=")
+        if not sep or not count.isdigit():
+            problems.add("command line", item, "write OFFERING=COUNT with a whole number, e.g. nvidia.com/a100=4")
+        else:
+            requested.append((item, name, int(count)))
+    return requested
+
+
+def requested_grants(
+    quota: ClusterQuotaPlan, plan: ClusterPlan, requested: Sequence[tuple[str, str, int]], problems: Problems
+) -> dict[str, int]:
+    """resolve_grants of parse_grants' items, each problem named by the first item that names its offering."""
+    grants, found = resolve_grants(quota, plan, [(name, count) for _, name, count in requested])
+    item_of = {name: item for item, name, _ in reversed(requested)}  # the first item naming it
+    for name, message in found:
+        problems.add("command line", item_of[name], message)
+    return grants
 
 
 def _served(plan: ClusterPlan) -> str:

@@ -2,5 +2,6 @@
 
 tools.toml pins every tool; build.py builds them from their Go modules (`make sandbox-tools`); nodes.py makes
 the nodes and ResourceSlices of a cluster's pools; cluster.py runs the control plane (kwokctl); deploy.py
-applies the stack with Terraform, OpenTofu or the CDKTF CLI; command.py is the `sandbox` command.
+applies the stack with Terraform, OpenTofu or the CDKTF CLI; workflow.py runs each `sandbox` subcommand
+(its arguments: themelio_gpu/commands/sandbox.py).
 """

@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import suppress
 from pathlib import Path
 
-from themelio_gpu import interrupts
+from themelio_gpu import exits, interrupts
 from themelio_gpu.sandbox.tools import PROJECT_ROOT, Tool, cache_root, go_version, load_tools
 
 
@@ -173,7 +173,7 @@ def build(names: Sequence[str] = (), jobs: int = 2, force: bool = False) -> int:
             f"sandbox tools: no tool named {', '.join(unknown)}; tools.toml has {', '.join(tools)}",
             file=sys.stderr,
         )
-        return 2
+        return exits.BAD_INPUT
     go = go_version()
     if not go:
         print(
@@ -181,14 +181,14 @@ def build(names: Sequence[str] = (), jobs: int = 2, force: bool = False) -> int:
             "Debian's golang package, or the Go toolchain)",
             file=sys.stderr,
         )
-        return 2
+        return exits.BAD_INPUT
     chosen = [tools[n] for n in (names or tools)]
     todo = [t for t in chosen if force or not t.ready(go)]
     for tool in chosen:
         if tool not in todo:
             print(f"sandbox tools: {tool.name} {tool.version} is built ({tool.folder})")
     if not todo:
-        return 0
+        return exits.OK
     logs = cache_root() / ".logs"
     logs.mkdir(parents=True, exist_ok=True)
     children = _Children()
@@ -226,4 +226,4 @@ def build(names: Sequence[str] = (), jobs: int = 2, force: bool = False) -> int:
     )
     for failure in failures:
         print(f"sandbox tools: {failure}", file=sys.stderr)
-    return 1 if failures else 0
+    return exits.FAILED if failures else exits.OK

@@ -22,6 +22,7 @@ from typing import Any
 from themelio_gpu.k8s.scheduling import Node, PodScheduling, TaintSpec, why_not
 from themelio_gpu.sandbox.cluster import Sandbox, kubectl
 from themelio_gpu.sandbox.tools import Toolbox
+from themelio_gpu.tables import table
 
 WAIT_SECONDS = 60.0
 OPERATOR_KINDS = ("clusterpolicies.nvidia.com", "gpuclusters.nvidia.com")
@@ -125,8 +126,8 @@ def _nodes_text(names: list[str]) -> str:
     return f"{len(names)}: {', '.join(names)}" if names else "none"
 
 
-def table(rows: list[DaemonSetRow], operator: list[str]) -> list[tuple[str, ...]]:
-    """The report's lines: header, one per DaemonSet, one per operator resource whose operands are model only."""
+def as_table(rows: list[DaemonSetRow], operator: list[str]) -> str:
+    """One line per DaemonSet, and one per operator resource whose operands are model only."""
     lines: list[tuple[str, ...]] = [("daemonset", "runs on (DaemonSet controller, scheduler)", "model", "agrees")]
     for row in rows:
         real = _nodes_text(row.real) + (f" (+{row.pending} Pending)" if row.pending else "")
@@ -134,13 +135,4 @@ def table(rows: list[DaemonSetRow], operator: list[str]) -> list[tuple[str, ...]
         lines.append((f"{row.namespace}/{row.name}", real, _nodes_text(row.model), verdict))
     for resource in operator:
         lines.append((f"operands of {resource}", "not created", "see `verify`", MODEL_ONLY))
-    return lines
-
-
-def as_table(rows: list[DaemonSetRow], operator: list[str]) -> str:
-    lines = table(rows, operator)
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]) - 1)]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
-        for line in lines
-    )
+    return table(lines, pad_last=False)

@@ -23,6 +23,7 @@ from themelio_gpu.sandbox import probe
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
+from themelio_gpu.tables import table
 
 NAMESPACE = "themelio-trial"
 
@@ -137,12 +138,7 @@ def as_text(report: TrialReport, rows: list[TrialRow]) -> str:
         lines.append(
             (row.offering, row.device_class, got, f"{len(row.predicted)} devices", "yes" if row.agrees else "NO")
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]) - 1)]
-    table = "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=True)) + "  " + line[-1]
-        for line in lines
-    )
-    return render_trial(report) + "\n\n" + table
+    return render_trial(report) + "\n\n" + table(lines, pad_last=False)
 
 
 def as_json(report: TrialReport, rows: list[TrialRow]) -> str:

@@ -19,6 +19,7 @@ from themelio_gpu.outputs.stack_folders import (
     is_synthesis_output,
     kept_message,
     stale_stacks,
+    synthesized_stacks,
 )
 from themelio_gpu.settings import SYNTH_COMMAND
 
@@ -48,11 +49,6 @@ def _files(root: Path) -> dict[str, Path]:
     return {rel: path for rel, path in files.items() if is_synthesis_output(rel)}
 
 
-def _stack_names(root: Path) -> set[str]:
-    stacks = root / "stacks"
-    return {p.name for p in stacks.iterdir() if p.is_dir()} if stacks.is_dir() else set()
-
-
 def compare_folders(committed: Path, synthesized: Path) -> FolderDiff:
     old, new = _files(committed), _files(synthesized)
     changed = []
@@ -67,7 +63,7 @@ def compare_folders(committed: Path, synthesized: Path) -> FolderDiff:
                 tofile=f"synthesized/{rel}",
             )
             changed.append((rel, "".join(diff)))
-    current = _stack_names(synthesized)
+    current = set(synthesized_stacks(synthesized))
     kept = tuple(s for s in stale_stacks(committed, current) if not s.removable)
     return FolderDiff(
         missing=tuple(sorted(new.keys() - old.keys())),

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu import interrupts
+from themelio_gpu import exits, interrupts
 from themelio_gpu.engine import ENGINES, ENV
-from themelio_gpu.outputs.stack_folders import MANIFEST, STACK_FILE, STACKS_FOLDER
+from themelio_gpu.outputs.stack_folders import MANIFEST, STACK_FILE, STACKS_FOLDER, synthesized_stacks
 from themelio_gpu.words import count
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -110,9 +110,7 @@ def _differences(left: Any, right: Any, where: str) -> Iterator[str]:
 def compare_outputs(cdktf: Path, cdktn: Path) -> EngineComparison:
     """The differences between two synthesized folders that are not in the expected lists above."""
     unexpected: list[str] = []
-    names = sorted(
-        {p.parent.name for out in (cdktf, cdktn) for p in (out / STACKS_FOLDER).glob(f"*/{STACK_FILE}")}
-    )
+    names = sorted({name for out in (cdktf, cdktn) for name in synthesized_stacks(out)})
     files = [(MANIFEST, MANIFEST_DIFFERENCES)] + [
         (f"{STACKS_FOLDER}/{name}/{STACK_FILE}", STACK_DIFFERENCES) for name in names
     ]
@@ -161,8 +159,8 @@ def compare_engines(catalog: Path, stacks_dir: Path, report: Any = sys.stdout) -
         print(f"  - {difference.what}", file=report)
     if not result.unexpected:
         print("no other difference", file=report)
-        return 0
+        return exits.OK
     print(f"{len(result.unexpected)} unexpected difference(s):", file=report)
     for line in result.unexpected:
         print(f"  {line}", file=report)
-    return 1
+    return exits.FAILED

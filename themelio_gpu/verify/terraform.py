@@ -18,11 +18,13 @@ safe for concurrent installs); validate and plan of different stacks run in para
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -30,11 +32,19 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from themelio_gpu import interrupts
+from themelio_gpu.inputs.problems import Problems
+from themelio_gpu.inputs.yaml_input import display_path
+from themelio_gpu.outputs.stack_folders import STACK_FILE as STACK_FILE  # re-exported
+from themelio_gpu.outputs.stack_folders import synthesized_stacks
+
+if TYPE_CHECKING:
+    from themelio_gpu.plan.model import Fleet
 
 # The variable the CDKTF CLI reads to run another binary, e.g. `tofu`.
 BINARY_ENV = "TERRAFORM_BINARY_NAME"
-STACK_FILE = "cdk.tf.json"
 STEP_TIMEOUT_SECONDS = 900
 OUTPUT_TAIL_LINES = 40
 _PROVIDERS_NOT_INSTALLED = re.compile(r"Failed to (query available provider packages|install provider)")
@@ -141,9 +151,7 @@ def provider_source(environ: Mapping[str, str] = os.environ) -> ProviderSource:
 
 
 def terraform_version(terraform: str) -> str:
-    result = subprocess.run(
-        [terraform, "version", "-json"], capture_output=True, text=True, check=False, timeout=60
-    )
+    result = interrupts.run([terraform, "version", "-json"], timeout=60)
     try:
         version = json.loads(result.stdout)["terraform_version"]
     except (ValueError, KeyError, TypeError):
@@ -154,10 +162,7 @@ def terraform_version(terraform: str) -> str:
 
 def stack_folders(outdir: Path) -> dict[str, Path]:
     """Every stack of a synthesized output folder: `<outdir>/stacks/<name>/cdk.tf.json`."""
-    stacks = outdir / "stacks"
-    if not stacks.is_dir():
-        return {}
-    return {p.parent.name: p.parent for p in sorted(stacks.glob(f"*/{STACK_FILE}"))}
+    return {name: file.parent for name, file in synthesized_stacks(outdir).items()}
 
 
 def without_state_backend(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,15 +197,7 @@ def _tail(text: str) -> str:
 def _run(name: str, command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Step:
     start = time.monotonic()
     try:
-        result = subprocess.run(
-            list(command),
-            cwd=cwd,
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=STEP_TIMEOUT_SECONDS,
-        )
+        result = interrupts.run(command, cwd=cwd, env=dict(env), timeout=STEP_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
         return Step(name, False, time.monotonic() - start, f"timed out after {STEP_TIMEOUT_SECONDS} s")
     output = (result.stdout + ("\n" if result.stdout and result.stderr else "") + result.stderr).strip()
@@ -259,9 +256,13 @@ def check_stacks(
             return result
 
         (scratch / "stacks").mkdir()
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for result in pool.map(one, list(stacks)):
-                results[result.stack] = result
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, interrupts.ending_workers():
+            try:
+                for result in pool.map(one, list(stacks)):
+                    results[result.stack] = result
+            except BaseException:  # interrupted: the stacks not started are not, the running commands end
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
     return [results[name] for name in stacks]
 
 
@@ -288,3 +289,80 @@ def render_summary(results: Sequence[StackCheck], plan: bool, seconds: float) ->
     done = f"{validated} validated" + (f", {planned} planned" if plan else " (plan skipped: --no-plan)")
     verdict = f"{len(failed)} failed: {', '.join(failed)}" if failed else "all passed"
     return f"{count}: {done}; {verdict} ({seconds:.1f} s)"
+
+
+# --- the command's run: which stacks, then every check reported as it ends ------------------------------------
+
+
+def terraform_check(
+    terraform: str,
+    stacks_in: Callable[[Path], dict[str, Path]],
+    *,
+    plan: bool,
+    jobs: int,
+) -> bool:
+    """Check the stacks `stacks_in(scratch folder)` gives (synthesized there, or found elsewhere), reporting each
+    as it ends and then a summary; True when every stack passed. Nothing is written into the project."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="themelio-terraform-check-synth-") as tmp:
+        stacks = stacks_in(Path(tmp))
+        source = provider_source()
+        warning = source.warning()
+        if warning is not None:
+            print(f"warning: {warning}", file=sys.stderr)
+        plural = "s" if len(stacks) != 1 else ""
+        print(
+            f"terraform-check: {len(stacks)} stack{plural} with {terraform_version(terraform)}; providers from "
+            f"{source.describe()}"
+        )
+        pinned = sorted({pin for folder in stacks.values() for pin in provider_pins(folder)})
+        if pinned:
+            print(f"terraform-check: the stacks pin {', '.join(pinned)}")
+
+        def report(result: StackCheck) -> None:
+            print(render_result(result, plan=plan, source=source), flush=True)
+
+        results = check_stacks(terraform, stacks, plan=plan, jobs=jobs, on_result=report)
+    print(render_summary(results, plan=plan, seconds=time.monotonic() - start))
+    return all(r.ok for r in results)
+
+
+def provider_pins(folder: Path) -> list[str]:
+    """The providers a stack folder's cdk.tf.json pins, as `source version`."""
+    try:
+        data = json.loads((folder / STACK_FILE).read_text(encoding="utf-8"))
+        providers = data["terraform"]["required_providers"].values()
+        return [f"{p['source']} {p['version']}" for p in providers]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
+def outdir_stacks(outdir: Path, wanted: Sequence[str]) -> dict[str, Path]:
+    """The `wanted` stacks (all when none) of a synthesized folder; InputError for none there or an unknown name."""
+    problems = Problems()
+    stacks = stack_folders(outdir)
+    if not stacks:
+        problems.add(
+            display_path(outdir), "", "no synthesized stacks (stacks/<name>/cdk.tf.json); synthesize first"
+        )
+    _unknown_stacks(wanted, list(stacks), problems)
+    problems.raise_if_any()
+    return {name: path for name, path in stacks.items() if not wanted or name in wanted}
+
+
+def fleet_stacks(fleet: Fleet, wanted: Sequence[str], into: Path) -> dict[str, Path]:
+    """The `wanted` clusters (all when none) of the fleet synthesized into `into`; InputError for an unknown name."""
+    from themelio_gpu.outputs.synth import synthesize
+
+    problems = Problems()
+    _unknown_stacks(wanted, [c.name for c in fleet.clusters], problems)
+    problems.raise_if_any()
+    selected = [c for c in fleet.clusters if not wanted or c.name in wanted]
+    synthesize(dataclasses.replace(fleet, clusters=tuple(selected)), into, progress=None)
+    return {name: path for name, path in stack_folders(into).items() if not wanted or name in wanted}
+
+
+def _unknown_stacks(wanted: Sequence[str], known: Sequence[str], problems: Problems) -> None:
+    for name in wanted:
+        if name not in known and known:
+            problems.add("command line", f"--cluster {name}", f"no stack of that name; known: {', '.join(known)}")

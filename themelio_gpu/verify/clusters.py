@@ -1,4 +1,4 @@
-"""The `verify` command: for each cluster, get and render its charts, validate, prove, report."""
+"""What `verify` runs: for each cluster, get and render its charts, validate, prove, report."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""`python -m themelio_gpu pipeline github-actions|atlantis`: arguments and what they run."""
+"""What `python -m themelio_gpu pipeline github-actions|atlantis` runs: the pipeline file of the fleet, written or
+checked (its arguments are in themelio_gpu/commands/pipeline.py)."""
 
 from __future__ import annotations
 
-import argparse
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from themelio_gpu.inputs.clusters.definition import SHARED_BACKENDS, LocalBackend
@@ -16,41 +16,8 @@ from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.settings import InputPaths
 
-EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT = 0, 1, 2
 # What goes into the generated YAML and shell lines unquoted: plain relative paths and branch names.
 _PLAIN = re.compile(r"^[A-Za-z0-9._/-]+$")
-
-
-def add_arguments(
-    parser: argparse.ArgumentParser, engine: str, add_inputs: Callable[[argparse.ArgumentParser], None]
-) -> None:
-    default = github_actions.DEFAULT_OUTPUT if engine == github_actions.COMMAND else atlantis.DEFAULT_OUTPUT
-    add_inputs(parser)
-    parser.add_argument(
-        "--output", metavar="FILE", default=default, help=f"where to write it (default: {default})"
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="replace the file even if this command did not write it"
-    )
-    parser.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 when the file is missing or out of date"
-    )
-    parser.add_argument(
-        "--terraform",
-        choices=sorted(github_actions.DISTRIBUTIONS),
-        default="terraform",
-        help="run Terraform or OpenTofu (default: terraform)",
-    )
-    parser.add_argument(
-        "--skip-local-state",
-        action="store_true",
-        help="leave the clusters whose backend is local out of the pipeline (deploy them by hand) instead of "
-        "refusing them: a pipeline job throws their state away",
-    )
-    if engine == github_actions.COMMAND:
-        parser.add_argument(
-            "--branch", default="main", help="the branch whose pushes apply the stacks (default: main)"
-        )
 
 
 def _relative_input(path: Path, flag: str, problems: Problems) -> str:
@@ -69,49 +36,59 @@ def _relative_input(path: Path, flag: str, problems: Problems) -> str:
     return relative.as_posix()
 
 
-def run_pipeline(args: argparse.Namespace, paths: InputPaths) -> int:
+def write_pipeline(
+    paths: InputPaths,
+    engine: str,
+    output: Path,
+    *,
+    force: bool,
+    check: bool,
+    terraform: str,
+    skip_local_state: bool,
+    branch: str = "main",
+) -> bool:
+    """Write (or with `check`, compare) `engine`'s pipeline file for the fleet of `paths`; False when `check`
+    finds it missing or out of date. InputError for bad input or a file this command did not write."""
     problems = Problems()
     catalog = _relative_input(paths.catalog, "--catalog", problems)
     stacks_dir = _relative_input(paths.stacks_dir, "--stacks-dir", problems)
-    branch = getattr(args, "branch", "main")
     if not _PLAIN.match(branch):
         problems.add("command line", f"--branch {branch}", "not a branch name this command writes unquoted")
     problems.raise_if_any()
     fleet = load_fleet(paths.catalog, paths.stacks_dir)  # a pipeline for a fleet with problems is no use
     local = _local_state_clusters(fleet)
-    if local and not args.skip_local_state:
-        _refuse_local_state(local, args.engine)
+    if local and not skip_local_state:
+        _refuse_local_state(local, engine)
     inputs = f"--catalog {catalog} --stacks-dir {stacks_dir}"
     skipped = [plan.name for plan in local]
-    if args.engine == github_actions.COMMAND:
-        text = github_actions.workflow_text(inputs, branch, args.terraform, skipped)
+    if engine == github_actions.COMMAND:
+        text = github_actions.workflow_text(inputs, branch, terraform, skipped)
     else:
         deployed = [plan for plan in fleet.clusters if plan.name not in skipped]
-        text = atlantis.atlantis_text(_cluster_files(deployed, problems), catalog, inputs, args.terraform)
+        text = atlantis.atlantis_text(_cluster_files(deployed, problems), catalog, inputs, terraform)
     problems.raise_if_any()
     if skipped:
         print(f"left out of the pipeline (local state; deploy by hand): {', '.join(skipped)}")
-    output = Path(args.output)
-    command = f"python -m themelio_gpu pipeline {args.engine}"
-    if args.check:
+    command = f"python -m themelio_gpu pipeline {engine}"
+    if check:
         if is_current(output, text):
             print(f"{output} is up to date")
-            return EXIT_OK
+            return True
         what = "is out of date" if output.exists() else "does not exist"
         print(f"{output} {what}: run `{command}` (with the same options) and commit it")
-        return EXIT_STALE
+        return False
     try:
-        written = write_generated(output, text, force=args.force)
+        written = write_generated(output, text, force=force)
     except NotOursError as error:
         problems.add("command line", f"--output {output}", str(error))
         raise InputError(problems) from error
     print(f"wrote {output}" if written.changed else f"{output} is up to date")
-    if args.engine == atlantis.COMMAND:
+    if engine == atlantis.COMMAND:
         print(
             f"Atlantis must synthesize before it plans: add a pre_workflow_hooks entry running "
             f"`{atlantis.hook_command(inputs)}` to its server-side repo config (docs/pipelines.md)"
         )
-    return EXIT_OK
+    return True
 
 
 def _local_state_clusters(fleet: Fleet) -> list[ClusterPlan]:
