@@ -27,6 +27,7 @@ from tests.requirements import ROOT, unavailable
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError
+from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, SYSTEM_NODE
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 
 CONTROL_PLANE_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
@@ -324,8 +325,11 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
     tools: Toolbox, sandboxes: Path, tmp_path: Path
 ) -> None:
     """ADR-0023's promise on the real scheduler: `nvidia.com/<offering>: 1` gets a device of its product and
-    MIG profile through DRA, on a pool that serves it; more devices than a node has stays Pending."""
-    from themelio_gpu.sandbox import deploy, probe
+    MIG profile through DRA, on a pool that serves it, one the offline CEL evaluator agrees matches its class;
+    more devices than a node has stays Pending. The charts' DaemonSets run where verify's predicate says, and
+    the platform trial's claims get devices the offline trial predicts."""
+    from themelio_gpu.sandbox import daemonsets, deploy, probe
+    from themelio_gpu.sandbox import trial as sandbox_trial
 
     try:
         toolbox((*CONTROL_PLANE_TOOLS, "provider-standin"))
@@ -338,10 +342,19 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         steps = deploy.execute("apply", "terraform", plan, sandbox, tools, catalog, stacks)
         assert [s.code for s in steps] == [0, 0, 0], steps[-1].output[-3000:]
         rows = probe.probe(plan, sandbox, tools)
+        daemons = daemonsets.compare(tools, sandbox)
+        fleet = fleet_of(tmp_path, DRA_CLUSTER)
+        offerings = [o for o in plan.offerings if o.name in ("nvidia.com/a100", "nvidia.com/a100-mig-1g.5gb")]
+        report, trial = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, tools)
     finally:
         deploy.execute("destroy", "terraform", plan, sandbox, tools, catalog, stacks)
         sandbox_cluster.down(plan.name, tools, say=lambda _: None)
     assert all(row.agrees for row in rows), probe.as_table(rows)
+    assert sum(row.cel_checked for row in rows) >= 2  # the whole GPU and the MIG slice, asked of the evaluator
+    assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons, [])
+    plugin = next(d for d in daemons if d.name.endswith("kubelet-plugin"))
+    assert "gpu-a" in plugin.real and not {SYSTEM_NODE, CONTROL_PLANE_NODE} & set(plugin.real)  # GPU nodes only
+    assert len(trial) == 2 and all(r.agrees and r.allocated for r in trial), sandbox_trial.as_text(report, trial)
     placed = {(row.name, row.count): row for row in rows}
     whole = placed[("nvidia.com/a100", 1)]
     assert (whole.pool, whole.devices) == ("whole", ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"])
