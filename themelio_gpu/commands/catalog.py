@@ -55,6 +55,8 @@ def register(commands: Commands) -> None:
         catalog,
         "quota",
         "a namespace's ResourceQuota for one cluster: the grants, and 0 on every other GPU path",
+        "Checked against the real API server's quota admission and scheduler by `sandbox probe`, path by path "
+        "(docs/sandbox.md).",
         exits=f"0 printed, {BAD_INPUT}",
     )
     add_input_flags(quota)

@@ -13,6 +13,8 @@ def register(commands: Commands) -> None:
         commands,
         "match",
         "which devices each offering's DeviceClass selects (offline dry run of the CEL selectors)",
+        "Its CEL evaluator is checked against the real kube-apiserver and kube-scheduler: `sandbox probe` asks it "
+        "about every device the scheduler allocates (docs/sandbox.md).",
         exits="0 every offering's class selects devices of these slices and none overlap, 1 a problem (an empty "
         "class of an offering whose devices are there, an overlap, a selector error), 2 bad input",
     )
