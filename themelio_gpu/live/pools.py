@@ -10,6 +10,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.k8s.scheduling import selector_mismatches
 from themelio_gpu.live.api import NODES, Api
 from themelio_gpu.live.report import Report
 from themelio_gpu.plan.model import ClusterPlan
@@ -23,9 +24,11 @@ def _taint_key(taint: Mapping[str, Any]) -> tuple[str, str, str]:
 def node_contract_problems(node: Mapping[str, Any], pool: PoolContract) -> list[str]:
     """What the node lacks of the pool's label and taint contract; extra labels and taints are fine."""
     labels: Mapping[str, str] = (node.get("metadata") or {}).get("labels") or {}
-    missing = [f"{k}={v}" for k, v in pool.labels.items() if k not in labels]
+    # Reported in the contract's order; selector_mismatches decides which labels fail.
+    mismatched = set(selector_mismatches(pool.labels, labels))
+    missing = [f"{k}={v}" for k, v in pool.labels.items() if k in mismatched and k not in labels]
     different = [
-        f"{k}={labels[k]} (contract: {v})" for k, v in pool.labels.items() if k in labels and labels[k] != v
+        f"{k}={labels[k]} (contract: {v})" for k, v in pool.labels.items() if k in mismatched and k in labels
     ]
     taints = {_taint_key(t) for t in (node.get("spec") or {}).get("taints") or [] if isinstance(t, dict)}
     missing_taints = [str(t) for t in pool.taints if (t.key, t.value, t.effect) not in taints]
