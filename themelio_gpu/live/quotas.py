@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from themelio_gpu.inputs.catalog.products import GpuProduct
-from themelio_gpu.k8s.nvidia import GPU_CLASS
+from themelio_gpu.k8s.nvidia import DRA_DRIVER
 from themelio_gpu.k8s.quota import devices_key
 from themelio_gpu.live.api import RESOURCE_QUOTAS, Api
 from themelio_gpu.live.device_classes import LiveClass
@@ -18,6 +18,9 @@ from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, QuotaPath, mig_devices, plan_quota, whole_gpus
 from themelio_gpu.words import count
 
+# Reads which driver a live selector pins by its text, not by evaluating it: the CEL evaluator
+# (dryrun/cel_kubernetes.py) decides a selector on a device, and no device stands for "any GPU" (a
+# selector using has() is false on an attribute-less one). When unsure, a class is taken to reach GPUs.
 _DRIVER_TEST = re.compile(r"^\s*device\.driver\s*==\s*'([^']+)'\s*(&&|$)")
 
 
@@ -25,7 +28,7 @@ def _selects_gpus(cls: LiveClass) -> bool:
     """False only for a class whose selectors pin another driver (compute-domain channels and daemons)."""
     for selector in cls.selectors:
         match = _DRIVER_TEST.match(selector)
-        if match and match.group(1) != GPU_CLASS:
+        if match and match.group(1) != DRA_DRIVER:
             return False
     return True
 
