@@ -23,7 +23,7 @@ from themelio_gpu.dryrun.resourceslices import load_resourceslices
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.k8s.nvidia import GPU_CLASS, MIG_CONFIG
-from themelio_gpu.live.preflight import expected_device_classes
+from themelio_gpu.live.device_classes import expected_device_classes
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.helm.values import CONTROL_PLANE_TOLERATION, gpu_pool_tolerations
 from themelio_gpu.plan.model import ClusterPlan, Fleet

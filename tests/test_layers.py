@@ -27,7 +27,6 @@ EXEMPT = {
 """Never held to MAX_LINES. Generated tables (plan/helm/tables/*.json) are data, not modules: not counted."""
 OVERSIZED_TODAY = {
     "cli.py",
-    "live/preflight.py",
     "inputs/yaml_input.py",
     "plan/fleet.py",
     "inputs/catalog/catalog.py",

@@ -23,16 +23,12 @@ import yaml
 
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS
 from tests.fakeapi import SCENARIOS, FakeApiServer, _label_matcher, _matches
-from themelio_gpu.live.preflight import (
-    DEVICE_CLASSES,
-    PROBE_RESOURCE_NAME,
-    KubeconfigError,
-    LiveClass,
-    api_kubeconfig,
-    node_contract_problems,
-    run_preflight,
-    winning_class,
-)
+from themelio_gpu.live.api import DEVICE_CLASSES
+from themelio_gpu.live.device_classes import LiveClass, winning_class
+from themelio_gpu.live.gate import PROBE_RESOURCE_NAME
+from themelio_gpu.live.kubeconfig import KubeconfigError, api_kubeconfig
+from themelio_gpu.live.pools import node_contract_problems
+from themelio_gpu.live.preflight import run_preflight
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan, Fleet
 

@@ -26,7 +26,8 @@ def register(commands: Commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from themelio_gpu.live.preflight import KubeconfigError, run_preflight
+    from themelio_gpu.live.kubeconfig import KubeconfigError
+    from themelio_gpu.live.preflight import run_preflight
     from themelio_gpu.plan.selection import select_cluster
 
     plan = select_cluster(load(args), args.cluster)
