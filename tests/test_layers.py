@@ -29,7 +29,6 @@ OVERSIZED_TODAY = {
     "cli.py",
     "live/preflight.py",
     "inputs/yaml_input.py",
-    "plan/fleet.py",
     "inputs/catalog/catalog.py",
     "verify/operator_model.py",
 }
