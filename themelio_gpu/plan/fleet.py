@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering, load_catalog
+from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.inputs.catalog.driver_classes import driver_device_classes
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.files import cluster_definition_files as cluster_definition_files  # re-exported
