@@ -29,7 +29,6 @@ OVERSIZED_TODAY = {
     "cli.py",
     "live/preflight.py",
     "inputs/yaml_input.py",
-    "verify/operator_model.py",
 }
 """Over MAX_LINES when the limit came in and being split now (issue 31): allowed until then. A module not
 listed here that grows past MAX_LINES fails; take a module off this list once it is short."""
