@@ -22,7 +22,8 @@ from themelio_gpu.dryrun.cluster_match import classes_for_catalog, match_cluster
 from themelio_gpu.dryrun.match import match_classes
 from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
 from themelio_gpu.inputs.catalog.capability import DeviceKind
-from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.catalog import Catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.plan.quota import plan_quota
 from themelio_gpu.render.contracts import gpu_labels_config, kubeflow_spawner_gpus, waldur_quota_mapping

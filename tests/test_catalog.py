@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from tests.conftest import EXAMPLE_CATALOG, FIXTURES
-from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.catalog import Catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.problems import Problems, format_location
 

@@ -13,7 +13,8 @@ import yaml
 
 from tests.builders import cluster, fleet_of, problems_of
 from tests.conftest import FIXTURES
-from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.catalog import Catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS, product_problems, table_clashes
 from themelio_gpu.inputs.problems import Problems
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.builders import PYDANTIC_WORDS
-from themelio_gpu.inputs.catalog.catalog import resolve_catalog
+from themelio_gpu.inputs.catalog.loading import resolve_catalog
 from themelio_gpu.inputs.catalog.model import CatalogFile
 from themelio_gpu.inputs.catalog.products import PRODUCTS
 from themelio_gpu.inputs.problems import Problems, format_location

@@ -15,7 +15,8 @@ from tests.builders import cluster, fleet_of
 from tests.conftest import FIXTURE_SNAPSHOTS, FIXTURES
 from tests.snapshot import assert_matches_snapshot
 from tests.test_quota import fleet
-from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.catalog import Catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.outputs.consumer_files import cluster_contract_files, contract_files
 from themelio_gpu.plan.fleet import load_fleet

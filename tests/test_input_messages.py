@@ -9,7 +9,7 @@ import pytest
 
 from tests.builders import EXAMPLE_CATALOG, PYDANTIC_WORDS, cluster, fleet_of, problems_of, write_fleet
 from themelio_gpu.cli import main
-from themelio_gpu.inputs.catalog.catalog import load_catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.problems import Bracketed, InputError, Mark, Problems, format_location
 from themelio_gpu.inputs.validation import allowed_keys

@@ -28,9 +28,6 @@ EXEMPT = {
 OVERSIZED_TODAY = {
     "cli.py",
     "inputs/yaml_input.py",
-    "plan/fleet.py",
-    "inputs/catalog/catalog.py",
-    "verify/operator_model.py",
 }
 """Over MAX_LINES when the limit came in and being split now (issue 31): allowed until then. A module not
 listed here that grows past MAX_LINES fails; take a module off this list once it is short."""

@@ -22,7 +22,7 @@ from tests.builders import PYDANTIC_WORDS, cluster, fleet_of, plan_of, problems_
 from tests.conftest import EXAMPLE_CATALOG, EXAMPLE_STACKS, FIXTURES, ROOT
 from tests.fakeapi import SCENARIOS, FakeApiServer
 from themelio_gpu.cli import main
-from themelio_gpu.inputs.catalog.catalog import load_catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.live.preflight import run_preflight

@@ -9,7 +9,7 @@ import yaml
 
 from tests.conftest import FIXTURES
 from tests.requirements import shared_path
-from themelio_gpu.inputs.catalog.catalog import load_catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.catalog.products import PRODUCTS, GpuProduct, default_mig_config_names, named_mig_layout
 from themelio_gpu.inputs.problems import Problems
 

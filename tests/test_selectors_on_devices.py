@@ -17,7 +17,8 @@ from tests.conftest import EXAMPLE_CATALOG, FIXTURES, ROOT
 from themelio_gpu.dryrun.cluster_match import classes_for_catalog, classes_for_cluster, match_cluster
 from themelio_gpu.dryrun.match import MatchReport, match_classes
 from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
-from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.catalog import Catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.plan.model import Fleet
 

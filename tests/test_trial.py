@@ -16,7 +16,8 @@ from themelio_gpu.cli import main
 from themelio_gpu.dryrun.match import DeviceRef
 from themelio_gpu.dryrun.resourceslices import Device, load_resourceslices
 from themelio_gpu.dryrun.trial import TrialReport, render_trial, run_trial
-from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.catalog import Catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.problems import Problems
 
 CATALOG = Path("tests", "fixtures", "fleets", "capability", "catalog", "gpu-catalog.yaml")

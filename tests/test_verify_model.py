@@ -15,14 +15,9 @@ from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.nvidia import DEPLOY_CLIENT, DEPLOY_MIG_MANAGER, DRIVER_OWNER, GPU_PRESENT, GPU_TOLERATION
 from themelio_gpu.k8s.scheduling import Node, PodScheduling, TaintSpec
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.verify.operator_model import (
-    DRA_PLUGIN,
-    GPU_CLUSTER_STATE_LABELS,
-    UNMODELLED,
-    ClusterPolicyMode,
-    GPUClusterMode,
-    operator_mode,
-)
+from themelio_gpu.verify.clusterpolicy_mode import ClusterPolicyMode
+from themelio_gpu.verify.gpucluster_mode import DRA_PLUGIN, GPU_CLUSTER_STATE_LABELS, GPUClusterMode
+from themelio_gpu.verify.operator_modes import UNMODELLED, operator_mode
 from themelio_gpu.verify.proof import Expect, blockers, expectation, place, pool_nodes, settle
 from themelio_gpu.verify.workloads import NFD_OS_LABELS, Role, Workload, nfd_labels, nfd_os_labels
 

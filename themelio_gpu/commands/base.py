@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from themelio_gpu import __version__, engine
-from themelio_gpu.inputs.catalog.catalog import Catalog, load_catalog
+from themelio_gpu.inputs.catalog.catalog import Catalog
+from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.plan.fleet import load_fleet

@@ -12,9 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from themelio_gpu.inputs.catalog.catalog import ResolvedOffering, workspacekind_pod_config_id
+from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.catalog.model import Lifecycle
 from themelio_gpu.inputs.catalog.names import Names
+from themelio_gpu.inputs.catalog.notebooks import workspacekind_pod_config_id
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.quota import requests_key
 from themelio_gpu.k8s.scheduling import selector_mismatches, untolerated

@@ -4,8 +4,9 @@ each DaemonSet runs where it must and nowhere it must not.
 Each pool's nodes are modelled from the pool's label and taint contract (`pool_contract.py`) plus what
 the node gets at runtime: the kubelet's and Karpenter's well-known labels, NFD's PCI label (only if NFD's
 worker runs there), and the labels the operator and GPU Feature Discovery add (only if they run there:
-see `operator_model.py`). Those labels decide where the next DaemonSets run, so the model is iterated
-until nothing changes, then every DaemonSet is placed with the scheduler's filters (`k8s/scheduling.py`).
+see `clusterpolicy_mode.py` and `gpucluster_mode.py`). Those labels decide where the next DaemonSets run,
+so the model is iterated until nothing changes, then every DaemonSet is placed with the scheduler's
+filters (`k8s/scheduling.py`).
 
 Required, per pool: the NFD worker and every operand the operator creates run on every GPU pool; the
 device plugin runs on every device-plugin pool and on no DRA pool; the DRA kubelet plugin runs on every
@@ -30,7 +31,10 @@ from themelio_gpu.k8s.scheduling import Node, why_not
 from themelio_gpu.plan.helm.values import OPERATOR_CHART
 from themelio_gpu.plan.manifests import device_class_manifest
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.verify.operator_model import ClusterPolicyMode, GPUClusterMode, OperatorMode, operator_mode
+from themelio_gpu.verify.clusterpolicy_mode import ClusterPolicyMode
+from themelio_gpu.verify.gpucluster_mode import GPUClusterMode
+from themelio_gpu.verify.operator_model import OperatorMode
+from themelio_gpu.verify.operator_modes import operator_mode
 from themelio_gpu.verify.render import RenderedRelease
 from themelio_gpu.verify.validation import ValidationResult
 from themelio_gpu.verify.workloads import (

@@ -1,7 +1,7 @@
 """The DaemonSets the placement proof places, and what each must do on which GPU pool.
 
 Chart DaemonSets come straight from `helm template`; the GPU Operator's operands are created later by the
-operator itself, so an operator mode (`operator_model.py`) derives them from the rendered custom resource.
+operator itself, so an operator mode (`operator_model.py`, one module per mode) derives them from the rendered custom resource.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The catalog file's shape (pydantic). Cross-entry rules live in `catalog.py` and `product_table.py`."""
+"""The catalog file's shape (pydantic). Cross-entry rules live in `offerings.py`, `loading.py` and `product_table.py`."""
 
 from __future__ import annotations
 

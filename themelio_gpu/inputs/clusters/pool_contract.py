@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from themelio_gpu.inputs.catalog.catalog import DEFAULT_TOLERATIONS
 from themelio_gpu.inputs.catalog.names import Names
+from themelio_gpu.inputs.catalog.offerings import DEFAULT_TOLERATIONS
 from themelio_gpu.inputs.catalog.products import (
     GpuProduct,
     default_mig_config_names,
