@@ -25,12 +25,8 @@ EXEMPT = {
     "dryrun/cel_kubernetes.py",  # Kubernetes' CEL library, one function per upstream one
 }
 """Never held to MAX_LINES. Generated tables (plan/helm/tables/*.json) are data, not modules: not counted."""
-OVERSIZED_TODAY = {
-    "cli.py",
-    "inputs/yaml_input.py",
-}
-"""Over MAX_LINES when the limit came in and being split now (issue 31): allowed until then. A module not
-listed here that grows past MAX_LINES fails; take a module off this list once it is short."""
+MAX_CLI_LINES = 150
+"""cli.py only builds the parser from commands/ and dispatches: what a command does lives elsewhere."""
 
 
 def _lint(project: Path) -> subprocess.CompletedProcess[str]:
@@ -81,12 +77,12 @@ def test_a_cycle_inside_a_layer_breaks_the_contract(tmp_path: Path) -> None:
     assert "No import cycle" in done.stdout and "BROKEN" in done.stdout, done.stdout
 
 
-def test_no_new_module_is_over_the_size_limit() -> None:
+def test_no_module_is_over_the_size_limit() -> None:
     sizes = {
         path.relative_to(PACKAGE).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
         for path in PACKAGE.rglob("*.py")
         if "__pycache__" not in path.parts
     }
     oversized = {module: lines for module, lines in sizes.items() if lines > MAX_LINES and module not in EXEMPT}
-    new = {module: lines for module, lines in oversized.items() if module not in OVERSIZED_TODAY}
-    assert not new, f"over {MAX_LINES} lines: {new}; split them (CONTRIBUTING.md)"
+    assert not oversized, f"over {MAX_LINES} lines: {oversized}; split them (CONTRIBUTING.md)"
+    assert sizes["cli.py"] <= MAX_CLI_LINES, f"cli.py has {sizes['cli.py']} lines: move what it does to commands/"
