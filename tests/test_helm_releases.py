@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.builders import cluster, fleet_of, problems_of
+from tests.builders import EXAMPLE_CATALOG, cluster, fleet_of, plan_of, problems_of
 from tests.requirements import shared_path
 from themelio_gpu.plan.helm.known_values import iter_value_paths, parse_path
 from themelio_gpu.plan.helm.values import (
@@ -281,8 +281,8 @@ def test_upgrade_from_the_25x_chart_keeps_the_release_and_resource_names(tmp_pat
 
     assert dra_release_name(plan.definition) == "nvidia-dra-driver-gpu"
     # The 25.x chart is only published on NGC; the new name defaults to registry.k8s.io.
-    assert plan.definition.dra_driver.chart_repository == "https://helm.ngc.nvidia.com/nvidia"
-    assert fleet_of(tmp_path, cluster()).clusters[0].definition.dra_driver.chart_repository.startswith("oci://")
+    assert plan.definition.dra_driver.chart_repository() == "https://helm.ngc.nvidia.com/nvidia"
+    assert fleet_of(tmp_path, cluster()).clusters[0].definition.dra_driver.chart_repository().startswith("oci://")
 
 
 @pytest.mark.parametrize(
@@ -299,3 +299,44 @@ def test_override_values_that_yaml_cannot_carry_to_helm(
     assert any(": gpuOperator.values: " in p and message in p and "quote it in YAML" in p for p in problems), (
         problems
     )
+
+
+def _catalog_with(**charts: Any) -> dict[str, Any]:
+    catalog: dict[str, Any] = yaml.safe_load(Path(EXAMPLE_CATALOG).read_text())
+    catalog["charts"] = charts
+    return catalog
+
+
+def test_an_air_gapped_fleet_installs_every_chart_from_its_mirror_unless_a_cluster_names_its_own(
+    tmp_path: Path,
+) -> None:
+    from themelio_gpu.charts.cache import cluster_charts
+
+    mirror = "oci://registry.corp.example/nvidia"
+    own = cluster(name="own", gpuOperator={"repository": "https://charts.corp.example/gpu"})
+    fleet = fleet_of(tmp_path, cluster(), own, catalog=_catalog_with(mirror=mirror))
+    mirrored, named = plan_of(fleet, "test"), plan_of(fleet, "own")
+    assert {r.chart: r.repository for r in mirrored.releases} == {
+        "gpu-operator": mirror,
+        "dra-driver-nvidia-gpu": mirror,
+    }
+    assert {r.chart: r.repository for r in named.releases} == {
+        "gpu-operator": "https://charts.corp.example/gpu",
+        "dra-driver-nvidia-gpu": mirror,
+    }
+    # `charts fetch` pulls from where the releases install from.
+    assert {ref.repository for ref in cluster_charts(mirrored.definition, mirror)} == {mirror}
+    # Without a mirror, each chart comes from where NVIDIA publishes it.
+    (tmp_path / "plain").mkdir()
+    plain = fleet_of(tmp_path / "plain", cluster()).clusters[0]
+    assert {r.chart: r.repository for r in plain.releases} == {
+        "gpu-operator": "https://helm.ngc.nvidia.com/nvidia",
+        "dra-driver-nvidia-gpu": "oci://registry.k8s.io/dra-driver-nvidia/charts",
+    }
+
+
+@pytest.mark.parametrize("mirror", ["ftp://mirror.example/nvidia", "https://user:secret@mirror.example", "mirror"])
+def test_a_mirror_that_is_no_repository_address_is_refused_at_its_key(tmp_path: Path, mirror: str) -> None:
+    problems = problems_of(tmp_path, cluster(), catalog=_catalog_with(mirror=mirror))
+    assert any(": charts.mirror: " in p for p in problems), problems
+    assert not any("secret" in p for p in problems)  # a credential in the address never reaches the output

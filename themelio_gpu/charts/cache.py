@@ -40,18 +40,19 @@ class ChartRef:
         return f"{self.chart} {self.version}"
 
 
-def cluster_charts(cluster: ClusterDefinition) -> list[ChartRef]:
+def cluster_charts(cluster: ClusterDefinition, mirror: str | None = None) -> list[ChartRef]:
     """The charts a cluster's stack installs, as `plan_cluster` makes its releases: the GPU Operator, and the DRA
-    driver chart when a pool uses DRA and the GPU Operator does not manage the driver."""
+    driver chart when a pool uses DRA and the GPU Operator does not manage the driver; from the repository
+    the releases install from (the cluster's own, the catalog's mirror, or where the chart is published)."""
     operator = cluster.gpu_operator
-    charts = [ChartRef(OPERATOR_CHART, operator.version, operator.repository)]
+    charts = [ChartRef(OPERATOR_CHART, operator.version, operator.chart_repository(mirror))]
     if any(pool.dra for pool in cluster.node_pools) and not cluster.dra_by_gpu_operator:
         dra = cluster.dra_driver
-        charts.append(ChartRef(dra.chart, dra.version, dra.chart_repository))
+        charts.append(ChartRef(dra.chart, dra.version, dra.chart_repository(mirror)))
     return charts
 
 
-def pinned_charts(stacks_dir: Path) -> list[ChartRef]:
+def pinned_charts(stacks_dir: Path, mirror: str | None = None) -> list[ChartRef]:
     """Every chart version the fleet's clusters pin, each once; raises InputError for unreadable cluster files.
 
     Only the cluster files are read (not the catalog, nothing planned): a version without a known-values
@@ -63,7 +64,7 @@ def pinned_charts(stacks_dir: Path) -> list[ChartRef]:
     problems.raise_if_any()
     found: dict[tuple[str, str], ChartRef] = {}
     for _, definition in files.definitions:
-        for ref in cluster_charts(definition):
+        for ref in cluster_charts(definition, mirror):
             found.setdefault((ref.chart, ref.version), ref)
     return sorted(found.values())
 
@@ -77,13 +78,15 @@ def default_repository(chart: str) -> str:
     if chart not in CHARTS:
         raise ChartError(f"{chart}: not a chart a cluster installs; the charts are {', '.join(CHARTS)}")
     if chart == OPERATOR_CHART:
-        return str(GpuOperatorRelease.model_fields["repository"].default)
-    return DraDriverRelease.model_validate({"chart": chart}).chart_repository
+        return GpuOperatorRelease().chart_repository()
+    return DraDriverRelease.model_validate({"chart": chart}).chart_repository()
 
 
-def known_charts(versions: dict[str, tuple[str, ...]]) -> list[ChartRef]:
-    """Every chart version with a known-values table, from its default repository."""
-    return sorted(ChartRef(chart, v, default_repository(chart)) for chart, vs in versions.items() for v in vs)
+def known_charts(versions: dict[str, tuple[str, ...]], mirror: str | None = None) -> list[ChartRef]:
+    """Every chart version with a known-values table, from the fleet's mirror or its default repository."""
+    return sorted(
+        ChartRef(chart, v, mirror or default_repository(chart)) for chart, vs in versions.items() for v in vs
+    )
 
 
 def check_chart_folder(folder: Path, chart: str, version: str) -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from themelio_gpu import exits
-from themelio_gpu.commands.base import Commands, add_command, add_group
+from themelio_gpu.commands.base import Commands, add_catalog_flag, add_command, add_group
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.settings import CHART_CACHE_ENV, DEFAULT_CHART_CACHE, STACKS_DIR_ENV, chart_cache, input_paths
@@ -22,11 +22,12 @@ def register(commands: Commands) -> None:
         charts,
         "fetch",
         "put the chart versions the clusters pin into the chart cache, for verify and charts known-values",
-        "Pulls each with `helm pull --untar` from the repository its clusters name (NVIDIA's by default), or copies "
-        "it from --from DIR; charts already in the cache are kept.",
+        "Pulls each with `helm pull --untar` from the repository its clusters name (the catalog's charts.mirror, "
+        "else NVIDIA's, by default), or copies it from --from DIR; charts already in the cache are kept.",
         exits="0 every chart is in the cache, 1 a chart could not be fetched (what to do is printed), 2 bad "
         "input or no helm",
     )
+    add_catalog_flag(fetch)
     fetch.add_argument(
         "--stacks-dir",
         metavar="DIR",
@@ -64,6 +65,7 @@ def register(commands: Commands) -> None:
 def run_fetch(args: argparse.Namespace) -> int:
     from themelio_gpu.charts.cache import fetch_charts, known_charts, pinned_charts
     from themelio_gpu.charts.helm import HelmMissingError, helm_binary
+    from themelio_gpu.inputs.catalog.loading import catalog_chart_mirror
     from themelio_gpu.plan.helm.known_values import known_chart_versions
 
     source = Path(args.source) if args.source else None
@@ -71,8 +73,13 @@ def run_fetch(args: argparse.Namespace) -> int:
         problems = Problems()
         problems.add("command line", f"--from {args.source}", "no such folder of chart folders")
         problems.raise_if_any()
-    stacks_dir = input_paths(None, args.stacks_dir).stacks_dir
-    refs = known_charts(dict(known_chart_versions())) if args.all_known else pinned_charts(stacks_dir)
+    paths = input_paths(args.catalog, args.stacks_dir)
+    mirror = catalog_chart_mirror(paths.catalog)
+    refs = (
+        known_charts(dict(known_chart_versions()), mirror)
+        if args.all_known
+        else pinned_charts(paths.stacks_dir, mirror)
+    )
     try:
         helm = None if source is not None else helm_binary("charts fetch pulls the charts with `helm pull`")
     except HelmMissingError as error:

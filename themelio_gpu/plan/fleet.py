@@ -105,11 +105,12 @@ def plan_cluster(
         if dra:
             classes.extend(classes_of(offering, cluster.serve_migration_aliases, by_operator, names))
 
-    operator = operator_release(cluster, pools, file, problems, check_derived=derivable)
+    mirror = catalog.chart_mirror if catalog is not None else None
+    operator = operator_release(cluster, pools, file, problems, check_derived=derivable, mirror=mirror)
     dra_mode.check_operator_values(cluster, operator.values, file, problems)
     releases = [operator]
     if dra and not by_operator:
-        releases.append(dra_driver_release(cluster, pools, file, problems))
+        releases.append(dra_driver_release(cluster, pools, file, problems, mirror))
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, ("gpuOperator", "namespace"), message)
     config_map = config_map_spec(cluster, names)

@@ -32,6 +32,7 @@ def operator_release(
     problems: Problems,
     *,
     check_derived: bool,
+    mirror: str | None = None,
 ) -> HelmReleaseSpec:
     """The GPU Operator's release; `check_derived`: whether the derived values' keys are checked too (not
     where the mode already refused the chart version)."""
@@ -52,7 +53,7 @@ def operator_release(
         helm_values.OPERATOR_CHART,
         helm_values.OPERATOR_CHART,
         release.version,
-        release.repository,
+        release.chart_repository(mirror),
         release.namespace,
         operator,
         release.timeout_seconds,
@@ -60,7 +61,11 @@ def operator_release(
 
 
 def dra_driver_release(
-    cluster: ClusterDefinition, pools: Sequence[PoolContract], file: str, problems: Problems
+    cluster: ClusterDefinition,
+    pools: Sequence[PoolContract],
+    file: str,
+    problems: Problems,
+    mirror: str | None = None,
 ) -> HelmReleaseSpec:
     """The DRA driver chart's own release (when the GPU Operator does not install the driver)."""
     for message in _namespace_problems(cluster.dra_driver.namespace):
@@ -79,7 +84,7 @@ def dra_driver_release(
         helm_values.dra_release_name(cluster),
         chart.chart,
         chart.version,
-        chart.chart_repository,
+        chart.chart_repository(mirror),
         chart.namespace,
         dra_values,
         chart.timeout_seconds,

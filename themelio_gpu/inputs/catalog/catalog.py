@@ -79,6 +79,8 @@ class Catalog:
     """The merged product table: built-in products plus the catalog's own (these win)."""
     names: Names
     """The fleet's own names (label domain, field manager, ...): the catalog's `names:`, or this project's."""
+    chart_mirror: str | None = None
+    """`charts.mirror`: where every cluster's charts come from unless its file names a repository."""
 
     def __iter__(self) -> Iterator[ResolvedOffering]:
         return iter(self.offerings.values())

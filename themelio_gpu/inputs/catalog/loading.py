@@ -20,7 +20,7 @@ from themelio_gpu.inputs.catalog.product_table import merged_products
 from themelio_gpu.inputs.problems import KeyPath, Problems, format_location
 from themelio_gpu.inputs.secrets import find_secrets
 from themelio_gpu.inputs.validation import validate_model
-from themelio_gpu.inputs.yaml_input import add_positions, load_yaml_document
+from themelio_gpu.inputs.yaml_input import add_positions, display_path, load_yaml_document
 
 
 def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) -> Catalog | None:
@@ -39,6 +39,17 @@ def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) ->
     problems.redact(f.secret for f in found if f.secret)
     add_positions(problems, {name: document})
     return catalog if not found else None
+
+
+def catalog_chart_mirror(path: Path) -> str | None:
+    """The catalog's `charts.mirror` (None without a catalog file): `charts fetch` pulls from it. A catalog with
+    problems is refused with all of them (InputError), as every command that reads it does."""
+    if not path.is_file():
+        return None
+    problems = Problems()
+    catalog = load_catalog(path, problems, display_path(path))
+    problems.raise_if_any()
+    return catalog.chart_mirror if catalog is not None else None
 
 
 def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalog | None:
@@ -61,6 +72,7 @@ def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalo
         offerings=MappingProxyType(dict(sorted(resolved.items()))),
         products=products,
         names=model.names,
+        chart_mirror=model.charts.mirror,
     )
 
 

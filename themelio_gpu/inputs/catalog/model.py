@@ -171,8 +171,23 @@ class Offering(Strict):
     constraints: Constraints = Constraints()
 
 
+class ChartSettings(Strict):
+    """Where every cluster's charts come from unless its file names a repository of its own."""
+
+    mirror: str | None = Field(
+        default=None,
+        pattern=r"^(https?|oci)://[^\s@]+$",
+        description="A Helm repository (https://) or OCI registry (oci://) holding NVIDIA's charts under their own "
+        "names, for clusters that cannot reach NVIDIA's (air-gapped): every release installs from it, and "
+        "`charts fetch` pulls from it, unless a cluster file names its own repository",
+    )
+
+
 class CatalogFile(Strict):
     schema_ref: str | None = Field(default=None, alias="$schema")
+    charts: ChartSettings = Field(
+        default_factory=ChartSettings, description="The fleet's chart source (charts.mirror, docs/charts.md)"
+    )
     names: Names = Field(
         default=DEFAULT_NAMES,
         description="Your own names for what the stacks create (docs/names.md); every default is this project's",

@@ -348,12 +348,22 @@ class NodePool(Strict):
 # --- Helm releases -------------------------------------------------------------------------------------------
 
 
+NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
+
+
 class GpuOperatorRelease(Strict):
     version: str = "v26.3.3"
-    repository: str = "https://helm.ngc.nvidia.com/nvidia"
+    repository: str | None = Field(
+        default=None,
+        description="Default: the catalog's charts.mirror, else https://helm.ngc.nvidia.com/nvidia",
+    )
     namespace: str = "gpu-operator"
     timeout_seconds: int = Field(default=900, alias="timeoutSeconds", gt=0)
     values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
+
+    def chart_repository(self, mirror: str | None = None) -> str:
+        """Where the chart comes from: the cluster's own repository, else the fleet's mirror, else NVIDIA's."""
+        return self.repository or mirror or NGC_REPOSITORY
 
 
 class DraManagedBy(StrEnum):
@@ -380,8 +390,9 @@ class DraDriverRelease(Strict):
     version: str = "0.4.1"
     repository: str | None = Field(
         default=None,
-        description="Default: oci://registry.k8s.io/dra-driver-nvidia/charts for dra-driver-nvidia-gpu, "
-        "https://helm.ngc.nvidia.com/nvidia for the 25.x chart nvidia-dra-driver-gpu (only published there)",
+        description="Default: the catalog's charts.mirror, else oci://registry.k8s.io/dra-driver-nvidia/charts for "
+        "dra-driver-nvidia-gpu, https://helm.ngc.nvidia.com/nvidia for the 25.x chart nvidia-dra-driver-gpu (only "
+        "published there)",
     )
     namespace: str = "nvidia-dra-driver-gpu"
     compute_domains: bool = Field(default=False, alias="computeDomains", description="ComputeDomains (MNNVL/IMEX)")
@@ -393,12 +404,15 @@ class DraDriverRelease(Strict):
     timeout_seconds: int = Field(default=600, alias="timeoutSeconds", gt=0)
     values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
 
-    @property
-    def chart_repository(self) -> str:
+    def chart_repository(self, mirror: str | None = None) -> str:
+        """Where the chart comes from: the cluster's own repository, else the fleet's mirror, else where the
+        chart is published."""
         if self.repository is not None:
             return self.repository
+        if mirror is not None:
+            return mirror
         if self.chart == "nvidia-dra-driver-gpu":
-            return "https://helm.ngc.nvidia.com/nvidia"
+            return NGC_REPOSITORY
         return "oci://registry.k8s.io/dra-driver-nvidia/charts"
 
 
