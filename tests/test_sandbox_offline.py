@@ -232,3 +232,38 @@ def test_a_device_the_scheduler_allocated_is_asked_of_the_offline_cel_evaluator(
     assert (
         disagreeing.cel_checked == 1 and "offline CEL evaluator says it does not match" in disagreeing.problems[0]
     )
+
+
+def test_a_reserved_pool_is_probed_through_the_queue_that_grants_it_and_only_there() -> None:
+    from themelio_gpu.plan.fleet import load_fleet
+    from themelio_gpu.sandbox.probe import planned_rows
+
+    fleet_dir = Path(__file__).parent / "fixtures" / "fleets" / "consumers"
+    fleet = load_fleet(fleet_dir / "catalog" / "gpu-catalog.yaml", fleet_dir / "stacks")
+    rows = [row for row, _ in planned_rows(next(p for p in fleet.clusters if p.name == "reserved"))]
+    direct = {row.name: row.expected_pools for row in rows if not row.via and row.count == 1}
+    queued = {row.name: row.expected_pools for row in rows if row.via}
+    assert direct["nvidia.com/h100"] == ["h100-open"]  # the offering's own pods stay off the reserved pools
+    assert queued == {
+        name: ["h100-train"] for name in ("nvidia.com/h100", "nvidia.com/gpu-48gb", "nvidia.com/gpu")
+    }
+    assert all("queue training" in row.via for row in rows if row.via)  # no queue grants the preemptible pool
+
+
+def test_daemonset_pods_count_as_placed_once_the_controller_has_caught_up_and_bound_them() -> None:
+    from themelio_gpu.sandbox.daemonsets import bound_nodes, settled
+
+    daemonset = {
+        "metadata": {"uid": "u", "generation": 2},
+        "status": {"observedGeneration": 2, "desiredNumberScheduled": 2},
+    }
+
+    def pod(node: str | None, owner: str = "u") -> dict[str, Any]:
+        return {"metadata": {"ownerReferences": [{"uid": owner}]}, "spec": {"nodeName": node} if node else {}}
+
+    assert bound_nodes(daemonset, [pod("b"), pod("a"), pod("c", owner="other")]) == (["a", "b"], 0)
+    assert settled([daemonset], [pod("a"), pod("b")])
+    assert not settled([daemonset], [pod("a"), pod(None)])  # one not bound yet
+    assert not settled([daemonset], [pod("a")])  # the controller has not made the second
+    behind = {**daemonset, "status": {"observedGeneration": 1, "desiredNumberScheduled": 2}}
+    assert not settled([behind], [pod("a"), pod("b")])  # the controller has not seen the spec yet

@@ -68,20 +68,20 @@ def _nodes(toolbox: Toolbox, sandbox: Sandbox) -> list[Node]:
     ]
 
 
-def _bound(daemonset: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[list[str], int]:
+def bound_nodes(daemonset: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[list[str], int]:
     uid = daemonset["metadata"]["uid"]
     owned = [p for p in pods if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
     nodes = sorted(str(p["spec"]["nodeName"]) for p in owned if p.get("spec", {}).get("nodeName"))
     return nodes, len(owned) - len(nodes)
 
 
-def _settled(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> bool:
+def settled(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> bool:
     """Every DaemonSet's controller has caught up with its spec and every pod it wants is bound."""
     for daemonset in daemonsets:
         status = daemonset.get("status") or {}
         if status.get("observedGeneration", 0) < daemonset["metadata"].get("generation", 0):
             return False
-        nodes, pending = _bound(daemonset, pods)
+        nodes, pending = bound_nodes(daemonset, pods)
         if pending or len(nodes) != status.get("desiredNumberScheduled", 0):
             return False
     return True
@@ -93,7 +93,7 @@ def compare(toolbox: Toolbox, sandbox: Sandbox) -> list[DaemonSetRow]:
     while True:
         daemonsets = _get(toolbox, sandbox, "daemonsets", "-A")["items"]
         pods = _get(toolbox, sandbox, "pods", "-A")["items"]
-        if _settled(daemonsets, pods) or time.monotonic() > deadline:
+        if settled(daemonsets, pods) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     nodes = _nodes(toolbox, sandbox)
@@ -101,7 +101,7 @@ def compare(toolbox: Toolbox, sandbox: Sandbox) -> list[DaemonSetRow]:
     for daemonset in sorted(daemonsets, key=lambda d: (d["metadata"]["namespace"], d["metadata"]["name"])):
         scheduling = PodScheduling.of_daemonset(daemonset)
         reasons = {node.name: why_not(scheduling, node) for node in nodes}
-        real, pending = _bound(daemonset, pods)
+        real, pending = bound_nodes(daemonset, pods)
         model = sorted(name for name, why in reasons.items() if not why)
         row = DaemonSetRow(daemonset["metadata"]["namespace"], daemonset["metadata"]["name"], real, model, pending)
         differing = sorted(set(real) ^ set(model))
