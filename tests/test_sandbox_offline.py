@@ -242,12 +242,16 @@ def test_a_reserved_pool_is_probed_through_the_queue_that_grants_it_and_only_the
     fleet = load_fleet(fleet_dir / "catalog" / "gpu-catalog.yaml", fleet_dir / "stacks")
     rows = [row for row, _ in planned_rows(next(p for p in fleet.clusters if p.name == "reserved"))]
     direct = {row.name: row.expected_pools for row in rows if not row.via and row.count == 1}
-    queued = {row.name: row.expected_pools for row in rows if row.via}
+    queued = {row.name: row.expected_pools for row in rows if row.via.startswith("queue")}
+    implicit = {row.name: row.expected_pools for row in rows if row.name.startswith("deviceclass.")}
     assert direct["nvidia.com/h100"] == ["h100-open"]  # the offering's own pods stay off the reserved pools
     assert queued == {
         name: ["h100-train"] for name in ("nvidia.com/h100", "nvidia.com/gpu-48gb", "nvidia.com/gpu")
     }
-    assert all("queue training" in row.via for row in rows if row.via)  # no queue grants the preemptible pool
+    assert all("queue training" in row.via for row in rows if row.via.startswith("queue"))  # none to preemptible
+    # Each offering's class answers to its implicit name too, on the same pools (DRA only).
+    assert implicit["deviceclass.resource.kubernetes.io/gpu.nvidia.com"] == ["h100-open"]
+    assert len(implicit) == 3 and all(pools == ["h100-open"] for pools in implicit.values())
 
 
 def test_daemonset_pods_count_as_placed_once_the_controller_has_caught_up_and_bound_them() -> None:

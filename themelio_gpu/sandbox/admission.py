@@ -111,8 +111,8 @@ def quota_probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Q
     for number, (row, offering) in enumerate(
         r for r in planned_rows(plan) if r[0].count == 1 and r[0].expected_pools
     ):
-        if row.name != offering.name:
-            continue  # one namespace per offering; its aliases are among the other paths
+        if row.name != offering.name or row.via:
+            continue  # one namespace per offering; its aliases and implicit names are among the other paths
         namespace = f"themelio-quota-{number}"
         grants, problems = resolve_grants(quota, plan, [(offering.name, 1)])
         if problems:

@@ -8,6 +8,8 @@ writes `pod.status.extendedResourceClaimStatus`), or, on a device-plugin pool, b
 Each row says where the pod landed and which devices it got (product, MIG profile, memory), or why it stays
 Pending (the scheduler's own event), beside what this tool's model expects: the pools `plan.placements`
 gives the offering that its selector and tolerations reach. A row where the two differ fails the probe.
+The offering's class also answers to its implicit name on its DRA pools, and a reserved pool takes the pods
+its Kueue queue admits; `admission.py` asks quota admission, `daemonsets.py` the DaemonSet controller.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from themelio_gpu.dryrun.cel_kubernetes import CelError, compile_selector
 from themelio_gpu.dryrun.resourceslices import Device, parse_resourceslices
 from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.k8s.dra import implicit_name
 from themelio_gpu.k8s.scheduling import selector_mismatches, untolerated
 from themelio_gpu.plan.kueue import Flavor, plan_kueue
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
+from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
 
@@ -99,8 +103,24 @@ def planned_rows(plan: ClusterPlan) -> list[tuple[Row, ResolvedOffering]]:
         if expected:
             too_many = max(_per_node(pools[p]) for p in expected) + 1
             rows.append((Row(offering.name, too_many, offering.name, []), offering))
+        through_dra = [p for p in expected if pools[p].dra]
+        if through_dra:
+            device_class = serving_class(plan, offering)
+            via = f"its class's implicit name ({device_class})"
+            rows.append((Row(implicit_name(device_class), 1, offering.name, through_dra, via=via), offering))
     rows.extend(_reserved_rows(plan))
     return rows
+
+
+def serving_class(plan: ClusterPlan, offering: ResolvedOffering) -> str:
+    """The DeviceClass the cluster has for the offering: the stack's own, else the installer's that maps its name."""
+    own = [c.name for c in plan.device_classes if c.offering == offering.name and not c.is_alias]
+    if own:
+        return own[0]
+    mapped = [d.name for d in plan.driver_classes if d.extended_resource_name == offering.name]
+    if not mapped:
+        raise SandboxError(f"cluster {plan.name} has no DeviceClass for {offering.name}")
+    return mapped[0]
 
 
 def _reserved_rows(plan: ClusterPlan) -> list[tuple[Row, ResolvedOffering]]:

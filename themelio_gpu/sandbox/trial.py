@@ -46,17 +46,6 @@ class TrialRow:
         return set(self.allocated) <= set(self.predicted)
 
 
-def serving_class(plan: ClusterPlan, offering: ResolvedOffering) -> str:
-    """The DeviceClass the cluster has for the offering: the stack's own, else the installer's that maps its name."""
-    own = [c.name for c in plan.device_classes if c.offering == offering.name and not c.is_alias]
-    if own:
-        return own[0]
-    mapped = [d.name for d in plan.driver_classes if d.extended_resource_name == offering.name]
-    if not mapped:
-        raise SandboxError(f"cluster {plan.name} has no DeviceClass for {offering.name}")
-    return mapped[0]
-
-
 def _objects(index: int, offering: ResolvedOffering, device_class: str) -> list[dict[str, Any]]:
     template = f"trial-{index}"
     claim_template = {
@@ -94,7 +83,7 @@ def run(
     create_all(toolbox, sandbox, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
     try:
         for index, (offering, tried) in enumerate(zip(offerings, report.offerings, strict=True)):
-            device_class = serving_class(plan, offering)
+            device_class = probe.serving_class(plan, offering)
             row = TrialRow(offering.name, device_class, sorted(f"{d.node}/{d.name}" for d in tried.devices))
             create_all(toolbox, sandbox, _objects(index, offering, device_class))
             pod = probe.wait_pods(toolbox, sandbox, 1, NAMESPACE)[f"trial-{index}"]
