@@ -32,7 +32,7 @@ CONTRACT_FILES: dict[str, Callable[[Sequence[ResolvedOffering]], Any]] = {
 
 def contract_files(fleet: Fleet) -> dict[str, str]:
     """The fleet-wide files: what does not depend on a cluster's classes (a file with nothing in it is left out).
-    An offering only reserved pools serve is left out, each file saying why (outputs/contracts.py)."""
+    An offering only reserved pools serve is left out, each file saying why (render/contracts.py)."""
     choices = fleet_choices(fleet.catalog, fleet.clusters)
     note = "".join(f"# {line}\n" for line in choices.left_out)
     made = {name: make(choices.offerings) for name, make in CONTRACT_FILES.items()}
