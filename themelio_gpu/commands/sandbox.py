@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from themelio_gpu import exits
 from themelio_gpu.commands.base import Commands
@@ -103,11 +104,18 @@ def register(commands: Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The exit code of a sandbox subcommand: its failures are one message each, never a traceback."""
-    from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
     from themelio_gpu.sandbox.workflow import SUBCOMMANDS
 
+    return on_sandbox(lambda: SUBCOMMANDS[args.sandbox_run](args))
+
+
+def on_sandbox(work: Callable[[], int]) -> int:
+    """`work`'s exit code, a sandbox's failure as one `sandbox: ...` line: 2 for bad usage (no such sandbox, a
+    port in use, a tool not built), 1 for what went wrong on the sandbox. `trial --sandbox` shares it."""
+    from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
+
     try:
-        return SUBCOMMANDS[args.sandbox_run](args)
+        return work()
     except SandboxUsageError as error:
         print(f"sandbox: {error}", file=sys.stderr)
         return exits.BAD_INPUT

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from themelio_gpu import exits
 from themelio_gpu.commands.base import BAD_INPUT, Commands, add_command, add_input_flags, load_catalog_only
 from themelio_gpu.inputs.problems import Problems
 
@@ -44,17 +42,10 @@ def run(args: argparse.Namespace) -> int:
         problems.add("command line", "--slices/--sandbox", "give one of --slices FILE and --sandbox CLUSTER")
         problems.raise_if_any()
     if args.sandbox:
-        from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
+        from themelio_gpu.commands.sandbox import on_sandbox
         from themelio_gpu.sandbox.workflow import trial
 
-        try:
-            return trial(args)
-        except SandboxUsageError as error:
-            print(f"sandbox: {error}", file=sys.stderr)
-            return exits.BAD_INPUT
-        except SandboxError as error:
-            print(f"sandbox: {error}", file=sys.stderr)
-            return exits.FAILED
+        return on_sandbox(lambda: trial(args))
     from themelio_gpu.dryrun.trial import trial_command
 
     return trial_command(load_catalog_only(args), Path(args.slices), args.offerings, args.json)

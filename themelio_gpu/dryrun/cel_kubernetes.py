@@ -48,7 +48,7 @@ import re2  # type: ignore[import-untyped]
 from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import celbytes, celstr
 
-from themelio_gpu.k8s.quantity import Quantity, QuantityError, fits_int64, parse_quantity
+from themelio_gpu.k8s.quantity import INT64_MAX, INT64_MIN, Quantity, QuantityError, fits_int64, parse_quantity
 from themelio_gpu.k8s.semver import Semver, SemverError, parse_semver
 
 _Tree = lark.Tree[lark.Token]
@@ -63,8 +63,6 @@ __all__ = [
     "compile_selector",
 ]
 
-_I64_MIN = -(2**63)
-_I64_MAX = 2**63 - 1
 _U64_MAX = 2**64 - 1
 
 
@@ -395,7 +393,7 @@ def _arith(name: str, left: object, right: object) -> object:
     quotient = abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1)  # Go truncates toward zero
     if name == "_/_":
         return check(quotient)
-    if lk == "int" and x == _I64_MIN and y == -1:
+    if lk == "int" and x == INT64_MIN and y == -1:
         raise _EvalError("integer overflow")
     return check(x - y * quotient)
 
@@ -525,7 +523,7 @@ def _as_integer(value: Quantity) -> int:
 
 def _as_go_int64(value: int) -> int:
     # Semver numbers are uint64 in Go; types.Int(v.Major) reinterprets them as int64.
-    return value - 2**64 if value > _I64_MAX else value
+    return value - 2**64 if value > INT64_MAX else value
 
 
 _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -28,7 +28,6 @@ __all__ = [
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-_I64_MIN, _I64_MAX = INT64_MIN, INT64_MAX
 
 
 class QuantityError(ValueError):
@@ -144,7 +143,7 @@ class Quantity:
 
     def sub(self, other: Quantity) -> Quantity:
         # int64Amount.Sub negates in int64, so -MinInt64 wraps to itself as in Go.
-        negated = -other._coef if other._coef != _I64_MIN or other._dec else _I64_MIN
+        negated = -other._coef if other._coef != INT64_MIN or other._dec else INT64_MIN
         return self.add(Quantity(negated, other._exp, dec=other._dec))
 
     def __eq__(self, other: object) -> bool:
@@ -270,7 +269,7 @@ def parse_quantity(text: str) -> Quantity:
         scale -= len(denom)
         if scale >= -9:
             result = int(num + denom) * mantissa
-            if result <= _I64_MAX:
+            if result <= INT64_MAX:
                 return Quantity(result if positive else -result, scale, dec=False, text=text)
 
     # Slow path: inf.Dec arithmetic, rounded up (away from zero) to nano, binary capped at int64.
@@ -295,9 +294,9 @@ def parse_quantity(text: str) -> Quantity:
         else:
             unscaled *= 10 ** (exp + 9)
         exp = -9
-        if binary and unscaled > _I64_MAX * 10**9:
+        if binary and unscaled > INT64_MAX * 10**9:
             # maxAllowed is inf.NewDec(MaxInt64, 0): the capped value has scale 0.
-            unscaled, exp = _I64_MAX, 0
+            unscaled, exp = INT64_MAX, 0
     if sign_bit:
         unscaled = -unscaled
     return Quantity(unscaled, exp, dec=True, text=text)
