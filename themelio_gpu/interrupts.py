@@ -57,6 +57,16 @@ def install() -> None:
 
 
 @contextmanager
+def outcome(text: str) -> Iterator[None]:
+    """An interrupt during the block says `text` in its one-line message (what the command leaves behind)."""
+    try:
+        yield
+    except Interrupted as interrupted:
+        interrupted.outcome = text
+        raise
+
+
+@contextmanager
 def deferred() -> Iterator[None]:
     """Run the block whole: a signal that arrives during it is raised after it (if it ends without error).
 

@@ -41,77 +41,66 @@ def run_changed(
 ) -> Comparison:
     """The comparison of the base (folder `base`, or commit `base_ref`) with the head (folder `head`, or the
     fleet of `paths`); `problems` (the command line's so far) are raised with those found here. `full`: every
-    stack compared address by address, without the cache; `counts`: with the counts the JSON report gives."""
-    try:
-        return _changed(paths, problems, base=base, head=head, base_ref=base_ref, full=full, counts=counts)
-    except interrupts.Interrupted as interrupted:
-        interrupted.outcome = "temporary files removed"  # the CLI prints it, exit 128 + signal
-        raise
-
-
-def _changed(
-    paths: InputPaths,
-    problems: Problems,
-    *,
-    base: str | None,
-    head: str | None,
-    base_ref: str | None,
-    full: bool,
-    counts: bool,
-) -> Comparison:
-    folders = [(flag, Path(value)) for flag, value in (("--base", base), ("--head", head)) if value]
-    for flag, folder in folders:
-        if not folder.is_dir():
-            what = "not a folder" if folder.exists() else "folder not found"
-            problems.add("command line", f"{flag} {folder}", what)
-    if base_ref is not None and not base_ref.strip():
-        problems.add("command line", "--base-ref", "empty; name a commit, branch or tag (e.g. origin/main)")
-    cache = None if full else StackCache.configured(problems)
-    problems.raise_if_any()
-    engine = selected()
-    warnings: tuple[str, ...] = ()
-    with tempfile.TemporaryDirectory(prefix="themelio-changed-") as tmp, ExitStack() as held:
-        scratch = Path(tmp)
-        # The head first: a fleet with problems is reported before anything is synthesized.
-        if head:
-            head_side = folder_side(Path(head), display_path(Path(head)), engine, problems, records=not full)
-        else:
-            name = f"the fleet in {display_path(paths.stacks_dir)} (synthesized now)"
-            head_side = fleet_side(paths, name, engine, cache, reuse=not full)
+    stack compared address by address, without the cache; `counts`: with the counts the JSON report gives.
+    Interrupted, it says its temporary files are removed (the CLI prints it, exit 128 + signal)."""
+    with interrupts.outcome("temporary files removed"):
+        folders = [(flag, Path(value)) for flag, value in (("--base", base), ("--head", head)) if value]
+        for flag, folder in folders:
+            if not folder.is_dir():
+                what = "not a folder" if folder.exists() else "folder not found"
+                problems.add("command line", f"{flag} {folder}", what)
+        if base_ref is not None and not base_ref.strip():
+            problems.add("command line", "--base-ref", "empty; name a commit, branch or tag (e.g. origin/main)")
+        cache = None if full else StackCache.configured(problems)
         problems.raise_if_any()
-        notes: tuple[str, ...] = ("every stack compared address by address (--full)",) if full else ()
-        if base_ref is not None:
-            commit = resolve(base_ref, paths.catalog, paths.stacks_dir)
-            tree = held.enter_context(checked_out(commit))
-            base_side: Side | None = None
-            differences = tool_differences(commit, tree)
-            if not full and not differences:
-                print(f"changed: {base_ref} has this checkout's tool: planning its fleet here", file=sys.stderr)
-                base_side = _planned_base(commit, tree, engine, head_side)
-            if base_side is None:
-                base_side, warnings = _synthesized_base(commit, tree, scratch, engine, cache)
-                if differences:
-                    notes = (
-                        f"every stack compared address by address: the tool differs between {commit.label} and "
-                        f"this checkout ({', '.join(differences)}), which can change any stack",
+        engine = selected()
+        warnings: tuple[str, ...] = ()
+        with tempfile.TemporaryDirectory(prefix="themelio-changed-") as tmp, ExitStack() as held:
+            scratch = Path(tmp)
+            # The head first: a fleet with problems is reported before anything is synthesized.
+            if head:
+                head_side = folder_side(Path(head), display_path(Path(head)), engine, problems, records=not full)
+            else:
+                name = f"the fleet in {display_path(paths.stacks_dir)} (synthesized now)"
+                head_side = fleet_side(paths, name, engine, cache, reuse=not full)
+            problems.raise_if_any()
+            notes: tuple[str, ...] = ("every stack compared address by address (--full)",) if full else ()
+            if base_ref is not None:
+                commit = resolve(base_ref, paths.catalog, paths.stacks_dir)
+                tree = held.enter_context(checked_out(commit))
+                base_side: Side | None = None
+                differences = tool_differences(commit, tree)
+                if not full and not differences:
+                    print(
+                        f"changed: {base_ref} has this checkout's tool: planning its fleet here", file=sys.stderr
                     )
-                elif not full:
-                    notes = (f"every stack compared address by address: {commit.label} could not be planned here",)
-                full = True
-        else:
-            assert base is not None
-            base_side = folder_side(Path(base), display_path(Path(base)), engine, problems, records=not full)
-        problems.raise_if_any()
-        comparison = compare_sides(
-            base_side, head_side, scratch, cache, every_stack=full, counts=counts, notes=notes
-        )
-        if cache is not None:
-            for side in (base_side, head_side):
-                cache.store_checked(side.fleet_key if side.fleet is not None else None, side.checked())
-            cache.trim()
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    return comparison
+                    base_side = _planned_base(commit, tree, engine, head_side)
+                if base_side is None:
+                    base_side, warnings = _synthesized_base(commit, tree, scratch, engine, cache)
+                    if differences:
+                        notes = (
+                            f"every stack compared address by address: the tool differs between {commit.label} and "
+                            f"this checkout ({', '.join(differences)}), which can change any stack",
+                        )
+                    elif not full:
+                        notes = (
+                            f"every stack compared address by address: {commit.label} could not be planned here",
+                        )
+                    full = True
+            else:
+                assert base is not None
+                base_side = folder_side(Path(base), display_path(Path(base)), engine, problems, records=not full)
+            problems.raise_if_any()
+            comparison = compare_sides(
+                base_side, head_side, scratch, cache, every_stack=full, counts=counts, notes=notes
+            )
+            if cache is not None:
+                for side in (base_side, head_side):
+                    cache.store_checked(side.fleet_key if side.fleet is not None else None, side.checked())
+                cache.trim()
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        return comparison
 
 
 def _planned_base(commit: Commit, tree: Path, engine: Engine, head: Side) -> Side | None:
