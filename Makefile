@@ -119,14 +119,13 @@ sandbox-tools: .venv/.synced
 
 # Every cluster of your fleet applied to a sandbox (up, apply, a second plan that must be empty, destroy,
 # down): `make sandbox-check ARGS="--with tofu"` or `ARGS="--with cdktf"` to deploy another way.
+# SANDBOX_JOBS clusters at once (default 2), each on a sandbox of its own.
+SANDBOX_JOBS ?= 2
 sandbox-check: charts
-	$(VENV)/python -m themelio_gpu sandbox check --every $(ARGS)
+	$(VENV)/python -m themelio_gpu sandbox check --every --jobs $(SANDBOX_JOBS) $(ARGS)
 
 # The same on every fixture fleet: in each, the fewest clusters that cover its pool kinds, DRA modes, chart
-# versions and Kubernetes minors (the command prints which and why).
+# versions and Kubernetes minors (the command prints which and why), every fleet in one check.
 sandbox-check-fixtures: charts-all
-	@for fleet in tests/fixtures/fleets/*/; do \
-	  echo "== $$fleet"; \
-	  $(VENV)/python -m themelio_gpu sandbox check --catalog $${fleet}catalog/gpu-catalog.yaml \
-	    --stacks-dir $${fleet}stacks $(ARGS) || exit 1; \
-	done
+	$(VENV)/python -m themelio_gpu sandbox check --jobs $(SANDBOX_JOBS) \
+	  $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)

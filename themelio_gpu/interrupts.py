@@ -130,8 +130,9 @@ def run(
         raise StoppedError(" ".join(command))
     if input is not None:
         options["stdin"] = subprocess.PIPE
+    options.setdefault("stderr", subprocess.PIPE)  # stderr=subprocess.STDOUT: one stream, in order
     with subprocess.Popen(
-        list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **options
+        list(command), stdout=subprocess.PIPE, text=True, start_new_session=True, **options
     ) as process:
         with _running_lock:
             _running.add(process)

@@ -97,8 +97,13 @@ def register(commands: Commands) -> None:
     check.add_argument("clusters", nargs="*", metavar="CLUSTER", help="these clusters (default: a covering set)")
     check.add_argument("--every", action="store_true", help="every cluster of the fleet")
     _fleet_flags(check)
+    check.add_argument("--fleet", dest="fleets", action="append", default=[], metavar="DIR",
+                       help="a fleet's folder (its catalog/gpu-catalog.yaml and stacks/), instead of --catalog and "
+                       "--stacks-dir; repeat it to check several fleets in one go")  # fmt: skip
     check.add_argument("--with", dest="runner", choices=ENGINES, default="terraform", help="as for run")
     check.add_argument("--probe", action="store_true", help="probe every cluster after apply")
+    check.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="clusters checked at once, each a `sandbox run` of its own (default 1)")  # fmt: skip
     check.set_defaults(run=run, sandbox_run="check", port=None, keep=False, json=False)
 
 

@@ -13,6 +13,7 @@ gates have that release's defaults (DRAExtendedResource alpha and off in 1.34/1.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -20,7 +21,8 @@ import signal
 import socket
 import subprocess
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import chart_repository
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.nodes import simulated_nodes
-from themelio_gpu.sandbox.tools import Toolbox
+from themelio_gpu.sandbox.tools import Toolbox, cache_root
 
 SANDBOX_DIR_ENV = "THEMELIO_SANDBOX_DIR"
 BINARY_MINORS = (36, 37)
@@ -155,6 +157,22 @@ def _kwokctl(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> subprocess.Compl
     return interrupts.run([str(toolbox.binary("kwok", "kwokctl")), *args], env=env)
 
 
+@contextmanager
+def _one_create_at_a_time() -> Iterator[None]:
+    """Hold the machine's kwokctl lock (in the tool cache) while one control plane starts. kwokctl 0.8.0 picks
+    each component's port by trying to bind from 32767 down (pkg/utils/net/unused_port.go), so two `up`s at
+    once pick the same ports and one control plane fails to start; once `create --wait` returns, its
+    components listen and the next `create` passes over their ports."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "kwokctl-create.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as probe:
         try:
@@ -205,7 +223,8 @@ def up(
         say(
             f"sandbox: starting the control plane of {plan.name} (Kubernetes {plan.definition.kubernetes_version} rules)"
         )
-        result = _kwokctl(toolbox, sandbox, *command)
+        with _one_create_at_a_time():
+            result = _kwokctl(toolbox, sandbox, *command)
         if result.returncode != 0:
             logs = sandbox.kwok_workdir / "clusters" / sandbox.kwok_name / "logs"
             raise SandboxError(

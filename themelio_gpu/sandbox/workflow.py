@@ -15,13 +15,23 @@ from typing import Any
 from themelio_gpu import exits, interrupts
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.plan.fleet import load_fleet
-from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.plan.model import ClusterPlan, Fleet
 from themelio_gpu.plan.selection import select_cluster, unknown_cluster
-from themelio_gpu.sandbox import admission, build, cluster, coverage, daemonsets, deploy, inventory, probe
+from themelio_gpu.sandbox import (
+    admission,
+    build,
+    cluster,
+    coverage,
+    daemonsets,
+    deploy,
+    inventory,
+    parallel,
+    probe,
+)
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
-from themelio_gpu.settings import chart_cache, input_paths
+from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR, InputPaths, chart_cache, input_paths
 
 EXIT_OK, EXIT_FAILED = exits.OK, exits.FAILED
 
@@ -179,29 +189,64 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
     return EXIT_OK if ok else EXIT_FAILED
 
 
+def _fleets(args: argparse.Namespace) -> list[InputPaths]:
+    """The fleets to check: each `--fleet DIR` (its catalog/gpu-catalog.yaml and stacks/), else the one fleet
+    of --catalog and --stacks-dir."""
+    if not args.fleets:
+        return [input_paths(args.catalog, args.stacks_dir)]
+    if args.catalog or args.stacks_dir:
+        raise SandboxUsageError("--fleet names each fleet's folder: leave out --catalog and --stacks-dir")
+    if args.clusters and len(args.fleets) > 1:
+        raise SandboxUsageError("clusters by name with one --fleet only: a name may be in several fleets")
+    fleets = [InputPaths(Path(f) / DEFAULT_CATALOG, Path(f) / DEFAULT_STACKS_DIR) for f in args.fleets]
+    wrong = []
+    for folder, paths in zip(args.fleets, fleets, strict=True):
+        missing = [] if paths.catalog.is_file() else [str(DEFAULT_CATALOG)]
+        missing += [] if paths.stacks_dir.is_dir() else [f"{DEFAULT_STACKS_DIR}/"]
+        if missing:
+            wrong.append(f"{folder} has no {' and no '.join(missing)}")
+    if wrong:
+        raise SandboxUsageError(f"--fleet: {'; '.join(wrong)} (a fleet's folder holds both)")
+    return fleets
+
+
+def _chosen(args: argparse.Namespace, fleet: Fleet) -> list[tuple[ClusterPlan, list[str]]]:
+    if not (args.clusters or args.every):
+        return coverage.covering(fleet.clusters)
+    wanted = set(args.clusters) if args.clusters else {p.name for p in fleet.clusters}
+    unknown = sorted(wanted - {p.name for p in fleet.clusters})
+    if unknown:
+        problems = Problems()
+        for name in unknown:
+            unknown_cluster(fleet, name, problems)
+        problems.raise_if_any()
+    return [(p, ["named" if args.clusters else "every cluster"]) for p in fleet.clusters if p.name in wanted]
+
+
 def _check(args: argparse.Namespace) -> int:
-    paths = input_paths(args.catalog, args.stacks_dir)
-    fleet = load_fleet(paths.catalog, paths.stacks_dir)
-    if args.clusters or args.every:
-        wanted = set(args.clusters) if args.clusters else {p.name for p in fleet.clusters}
-        unknown = sorted(wanted - {p.name for p in fleet.clusters})
-        if unknown:
-            problems = Problems()
-            for name in unknown:
-                unknown_cluster(fleet, name, problems)
-            problems.raise_if_any()
-        chosen = [(p, ["named" if args.clusters else "every cluster"]) for p in fleet.clusters if p.name in wanted]
-    else:
-        chosen = coverage.covering(fleet.clusters)
-    tools = _needed([p for p, _ in chosen], args.runner)
-    _say(f"sandbox check: {len(chosen)} of {len(fleet.clusters)} clusters of {paths.stacks_dir}")
-    for plan, why in chosen:
-        _say(f"  {plan.name}: {', '.join(why)}")
+    runs: list[parallel.Run] = []
+    plans: list[ClusterPlan] = []
+    fleets = _fleets(args)
+    for number, paths in enumerate(fleets, 1):
+        fleet = load_fleet(paths.catalog, paths.stacks_dir)
+        chosen = _chosen(args, fleet)
+        _say(f"sandbox check: {len(chosen)} of {len(fleet.clusters)} clusters of {paths.stacks_dir}")
+        for plan, why in chosen:
+            _say(f"  {plan.name}: {', '.join(why)}")
+        # Fleets may share cluster names: with several, each fleet's sandboxes get a folder of their own.
+        folder = f"fleet-{number}" if len(fleets) > 1 else None
+        runs += [parallel.Run(plan.name, paths.catalog, paths.stacks_dir, folder) for plan, _ in chosen]
+        plans += [plan for plan, _ in chosen]
+    tools = _needed(plans, args.runner)
     results: list[tuple[str, int, float]] = []
-    for plan, _ in chosen:
-        started = time.monotonic()
-        code = _run(argparse.Namespace(**{**vars(args), "cluster": plan.name}), plan, tools)
-        results.append((plan.name, code, time.monotonic() - started))
+    if args.jobs > 1 and len(runs) > 1:
+        results = parallel.run_all(runs, args, args.jobs)
+    else:
+        for run, plan in zip(runs, plans, strict=True):
+            started = time.monotonic()
+            one = {"cluster": plan.name, "catalog": str(run.catalog), "stacks_dir": str(run.stacks_dir)}
+            code = _run(argparse.Namespace(**{**vars(args), **one}), plan, tools)
+            results.append((run.label, code, time.monotonic() - started))
     failed = [name for name, code, _ in results if code != EXIT_OK]
     for name, code, seconds in results:
         _say(f"sandbox check: {name}: {'passed' if code == EXIT_OK else 'FAILED'} in {seconds:.0f} s")
