@@ -145,6 +145,7 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
     finally:
         sandbox_cluster.down(plan.name, tools, say=lambda _: None)
     assert not sandbox.folder.exists()
+    assert not sandboxes.exists()  # the sandboxes' folder goes with its last sandbox
     assert not _processes_naming(sandboxes)
 
 

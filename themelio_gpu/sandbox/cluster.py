@@ -304,6 +304,8 @@ def _teardown(toolbox: Toolbox, sandbox: Sandbox) -> list[str]:
     shutil.rmtree(sandbox.folder, ignore_errors=True)
     if sandbox.folder.exists():
         problems.append(f"{sandbox.folder} could not be removed")
+    with suppress(OSError):  # the sandboxes' folder too, once no other sandbox is in it
+        sandbox.folder.parent.rmdir()
     return problems
 
 
