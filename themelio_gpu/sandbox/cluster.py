@@ -34,6 +34,7 @@ from themelio_gpu.sandbox import chart_repository
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.nodes import simulated_nodes
 from themelio_gpu.sandbox.tools import Toolbox, cache_root
+from themelio_gpu.words import count
 
 SANDBOX_DIR_ENV = "THEMELIO_SANDBOX_DIR"
 BINARY_MINORS = (36, 37)
@@ -262,8 +263,8 @@ def up(
             if any(n.kind == k for n in nodes)
         )  # fmt: skip
         say(
-            f"sandbox: {plan.name} is up in {time.monotonic() - started:.0f} s: {len(nodes)} nodes ({kinds}), "
-            f"{slices} ResourceSlices with {devices} devices; charts {', '.join(packaged)} served at "
+            f"sandbox: {plan.name} is up in {time.monotonic() - started:.0f} s: {count(len(nodes), 'node')} ({kinds}), "
+            f"{count(slices, 'ResourceSlice')} with {count(devices, 'device')}; charts {', '.join(packaged)} served at "
             f"http://127.0.0.1:{chart_port}; kubeconfig {sandbox.kubeconfig}"
         )
     except BaseException as error:

@@ -32,6 +32,7 @@ from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR, InputPaths, chart_cache, input_paths
+from themelio_gpu.words import count
 
 EXIT_OK, EXIT_FAILED = exits.OK, exits.FAILED
 
@@ -301,8 +302,8 @@ def trial(args: argparse.Namespace) -> int:
     print(sandbox_trial.as_json(report, rows) if args.json else sandbox_trial.as_text(report, rows))
     agreeing = sum(r.agrees for r in rows)
     _say(
-        f"trial --sandbox {plan.name}: {len(rows)} offerings, {agreeing} allocated as the offline trial predicts, "
-        f"{len(rows) - agreeing} not; {len(report.problems)} problem(s) of the offline trial"
+        f"trial --sandbox {plan.name}: {count(len(rows), 'offering')}, {agreeing} allocated as the offline trial "
+        f"predicts, {len(rows) - agreeing} not; {count(len(report.problems), 'problem')} of the offline trial"
     )
     return EXIT_OK if agreeing == len(rows) and not report.problems else EXIT_FAILED
 
