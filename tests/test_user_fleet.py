@@ -132,3 +132,11 @@ def test_your_consumer_objects_pass_the_consumers_definitions(user_fleet: Fleet,
     from tests.test_upstream_contracts import check_every_contract, cluster_objects
 
     check_every_contract(cluster_objects("your fleet", user_fleet, user_synthesized), {"your fleet": user_fleet})
+
+
+def test_your_polyaxon_presets_pass_polyaxons_own_checks(user_fleet: Fleet, user_synthesized: Path) -> None:
+    """Polyaxon's schema, runPatch validation and merge on your presets: needs only the `polyaxon` development
+    package, so it runs in every fork (the contract test above skips as a whole without ../shared)."""
+    from tests.test_upstream_contracts import check_polyaxon_presets, cluster_objects
+
+    check_polyaxon_presets(cluster_objects("your fleet", user_fleet, user_synthesized))
