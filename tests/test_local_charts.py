@@ -382,3 +382,11 @@ def test_the_sandbox_deploys_through_the_fleets_mirror_and_ships_local_charts(
     plan = _plan(paths)
     assert chart_repository.mirror_is_local_folder(plan)
     assert deploy.mirror_environment(plan, sandbox) == {}
+
+
+def test_sandbox_check_covers_a_cluster_shipping_a_local_chart(local_fleet: Fleet) -> None:
+    from themelio_gpu.sandbox.coverage import covering, features
+
+    (plan,) = local_fleet.clusters
+    assert "a chart from a local chart folder" in features(plan)
+    assert [p.name for p, _ in covering(local_fleet.clusters)] == ["gpu-airgap"]
