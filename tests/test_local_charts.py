@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -390,3 +391,23 @@ def test_sandbox_check_covers_a_cluster_shipping_a_local_chart(local_fleet: Flee
     (plan,) = local_fleet.clusters
     assert "a chart from a local chart folder" in features(plan)
     assert [p.name for p, _ in covering(local_fleet.clusters)] == ["gpu-airgap"]
+
+
+def test_atlantis_plans_a_stack_again_when_a_chart_it_ships_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3 = {"type": "s3", "bucket": "state", "region": "eu-central-1"}
+    _project(
+        tmp_path, cluster(gpuOperator={"repository": "charts"}, backend=s3), cluster(name="other", backend=s3)
+    )
+    _archive(tmp_path)
+    monkeypatch.chdir(tmp_path / "proj")  # the repository root
+    inputs = ["--catalog", "catalog/gpu-catalog.yaml", "--stacks-dir", "stacks"]
+    assert main(["pipeline", "atlantis", *inputs, "--output", "atlantis.yaml"]) == 0
+    projects = yaml.safe_load(Path("atlantis.yaml").read_text(encoding="utf-8"))["projects"]
+    # As Atlantis matches them: each pattern joined to the project's folder.
+    patterns = {
+        p["name"]: {os.path.normpath(f"{p['dir']}/{m}") for m in p["autoplan"]["when_modified"]} for p in projects
+    }
+    assert f"charts/{OPERATOR}" in patterns["test"]
+    assert f"charts/{OPERATOR}" not in patterns["other"]
