@@ -96,6 +96,11 @@ def mirror_environment(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, str]:
     return {CHART_MIRROR_ENV: str(url)}
 
 
+def _with_mirror(mirror: dict[str, str]) -> dict[str, str]:
+    """This process's environment with the sandbox's mirror (or none) instead of any the shell set."""
+    return {k: v for k, v in os.environ.items() if k != CHART_MIRROR_ENV} | mirror
+
+
 def _api_access(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
     """For a cluster reached by host and exec plugin (`access.api`): the sandbox's server and CA, and an exec
     plugin that hands out the sandbox's client certificate, in the providers' own arguments."""
@@ -133,8 +138,7 @@ TF_CLI_CONFIG_FILE), instead of the sandbox's mirror of stand-ins."""
 
 def _environment(sandbox: Sandbox, toolbox: Toolbox, mirror: dict[str, str]) -> dict[str, str]:
     """Terraform's (and `cdktf deploy`'s, whose synthesis gets the same mirror) environment."""
-    env = {k: v for k, v in os.environ.items() if k != CHART_MIRROR_ENV}
-    env.update(mirror)
+    env = _with_mirror(mirror)
     env.update(
         HOME=str(sandbox.folder / "home"),
         TF_IN_AUTOMATION="1",
@@ -163,7 +167,7 @@ def _synthesize(
     plan: ClusterPlan, sandbox: Sandbox, catalog: Path, stacks_dir: Path, mirror: dict[str, str]
 ) -> Path:
     outdir = sandbox.folder / "cdktf.out"
-    env = {k: v for k, v in os.environ.items() if k != CHART_MIRROR_ENV} | mirror
+    env = _with_mirror(mirror)
     result = interrupts.run(
         [sys.executable, str(PROJECT_ROOT / "main.py"), "--catalog", str(catalog), "--stacks-dir", str(stacks_dir),
          "--outdir", str(outdir), "--quiet"],
