@@ -56,10 +56,11 @@ render-gpucluster: .venv/.synced
 
 # Records the reviewed snapshots again: your fleet's (tests/snapshots/user-fleet: one per cluster in
 # stacks/, and the snapshots of clusters that are gone are removed) and the fixture fleet's
-# (tests/snapshots/fixture-fleet), and the trial of the capability fixture (tests/snapshots/trial). It ends
-# with every snapshot file it added, changed or removed: read each before committing.
+# (tests/snapshots/fixture-fleet, with the local-charts fixture's stack), and the trial of the capability
+# fixture (tests/snapshots/trial). It ends with every snapshot file it added, changed or removed: read each
+# before committing.
 snapshots: .venv/.synced
-	$(VENV)/pytest -q --update-snapshots tests/test_user_fleet.py tests/test_stacks.py tests/test_contracts.py tests/test_trial.py
+	$(VENV)/pytest -q --update-snapshots tests/test_user_fleet.py tests/test_stacks.py tests/test_contracts.py tests/test_trial.py tests/test_local_charts.py
 
 # The chart versions your clusters pin, into the chart cache (.cache/charts) with `helm pull` from NVIDIA's
 # repositories; `make charts CHARTS_FROM=DIR` copies them from a folder of <chart>-<version> chart folders

@@ -33,9 +33,11 @@ from themelio_gpu.changes.cache import CACHE_ENV as CHANGED_CACHE_ENV
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import Fleet
 from themelio_gpu.render.schemas import schema_texts
-from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV, InputPaths, input_paths
+from themelio_gpu.settings import CATALOG_ENV, CHART_MIRROR_ENV, STACKS_DIR_ENV, InputPaths, input_paths
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# A fleet's mirror set in the shell would change what every fixture synthesizes (docs/charts.md).
+os.environ.pop(CHART_MIRROR_ENV, None)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"

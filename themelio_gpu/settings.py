@@ -13,6 +13,9 @@ DEFAULT_STACKS_DIR = Path("stacks")
 CHART_CACHE_ENV = "THEMELIO_CHART_CACHE"
 DEFAULT_CHART_CACHE = Path(".cache/charts")
 """Where `charts fetch` puts the charts and `verify` renders them from (gitignored)."""
+CHART_MIRROR_ENV = "THEMELIO_CHART_MIRROR"
+"""When set, the fleet's mirror instead of the catalog's `charts.mirror`, for every command (synthesis included):
+how the sandbox points the stacks at its chart repository on loopback (docs/charts.md)."""
 SYNTH_COMMAND = ".venv/bin/python main.py"
 """Synthesis without the CDKTF CLI, as the README runs it from the checkout (what advice tells users to run)."""
 DEFAULT_OUTDIR = "cdktf.out"
@@ -30,6 +33,11 @@ DEFAULT_INPUTS = InputPaths(DEFAULT_CATALOG, DEFAULT_STACKS_DIR)
 
 def chart_cache(given: str | None = None) -> Path:
     return Path(given or os.environ.get(CHART_CACHE_ENV) or DEFAULT_CHART_CACHE)
+
+
+def chart_mirror_override() -> str | None:
+    """$THEMELIO_CHART_MIRROR, when set and not empty: the fleet's mirror instead of the catalog's."""
+    return os.environ.get(CHART_MIRROR_ENV) or None
 
 
 def input_paths(catalog: str | None = None, stacks_dir: str | None = None) -> InputPaths:

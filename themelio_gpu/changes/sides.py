@@ -57,6 +57,8 @@ class Stack:
     """Its cluster file was checked before with these bytes and inputs: planned only when needed (Side.plan)."""
     same_as_head: bool = False
     """A base stack left unplanned: its cluster file's bytes, the catalog and the tool are the head's."""
+    ships_charts: bool = False
+    """A folder's record says it ships a chart from a local chart folder (a plan says it itself)."""
 
 
 Planner = Callable[[list[str]], dict[str, ClusterPlan]]
@@ -108,12 +110,18 @@ class Side:
 
     def checked(self) -> dict[str, str]:
         """The cache's record of this side's cluster files, checked and planned by this tool: `<file name>
-        <SHA-256>` -> the digest of the stack's inputs ("" when not computed)."""
+        <SHA-256>` -> the digest of the stack's inputs ("" when not computed). Not the files whose plans ship
+        a chart from a local chart folder: the archive's bytes are their input too (Index.unchanged_files)."""
         return {
             _checked_key(s.name, s.cluster_sha): s.digest or ""
             for s in self.stacks.values()
-            if s.cluster_sha is not None and (s.plan is not None or s.unread)
+            if s.cluster_sha is not None and (s.plan is not None or s.unread) and not _ships_charts(s)
         }
+
+
+def _ships_charts(stack: Stack) -> bool:
+    """It ships a chart from a local chart folder: the same cluster file may plan another stack."""
+    return stack.ships_charts or (stack.plan is not None and bool(stack.plan.chart_archives))
 
 
 def _checked_key(name: str, sha: str) -> str:
@@ -133,6 +141,7 @@ def folder_side(folder: Path, label: str, engine: Engine, problems: Problems, *,
             file=path,
             file_sha=record.stack_file if record else None,
             cluster_sha=record.file_sha if record else None,
+            ships_charts=bool(record.charts) if record else False,
         )
     return Side(label, stacks, engine, fleet_key=index.fleet_key or None)
 
@@ -209,7 +218,9 @@ def planned_side(catalog: Path, stacks_dir: Path, label: str, engine: Engine, he
         cwd = Path.cwd().resolve()
         for path in _one_file_per_name(cluster_definition_files(stacks_dir, Problems())):
             known = head.stacks.get(path.stem)
-            if known is not None and known.cluster_sha is not None and file_digest(path) == known.cluster_sha:
+            if known is None or _ships_charts(known):  # its archives may differ between the sides
+                continue
+            if known.cluster_sha is not None and file_digest(path) == known.cluster_sha:
                 unchanged[display_path(path, cwd)] = known.cluster_sha
     fleet = load_fleet(catalog, stacks_dir, unchanged)
     stacks = {}

@@ -23,7 +23,8 @@ def register(commands: Commands) -> None:
         "fetch",
         "put the chart versions the clusters pin into the chart cache, for verify and charts known-values",
         "Pulls each with `helm pull --untar` from the repository its clusters name (the catalog's charts.mirror, "
-        "else NVIDIA's, by default), or copies it from --from DIR; charts already in the cache are kept.",
+        "else NVIDIA's, by default), or copies it from --from DIR; a chart from a local chart folder is unpacked "
+        "from its archive there; charts already in the cache are kept.",
         exits="0 every chart is in the cache, 1 a chart could not be fetched (what to do is printed), 2 bad "
         "input or no helm",
     )
@@ -66,6 +67,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     from themelio_gpu.charts.cache import fetch_charts, known_charts, pinned_charts
     from themelio_gpu.charts.helm import HelmMissingError, helm_binary
     from themelio_gpu.inputs.catalog.loading import catalog_chart_mirror
+    from themelio_gpu.inputs.chart_sources import project_root
     from themelio_gpu.plan.helm.known_values import known_chart_versions
 
     source = Path(args.source) if args.source else None
@@ -75,13 +77,15 @@ def run_fetch(args: argparse.Namespace) -> int:
         problems.raise_if_any()
     paths = input_paths(args.catalog, args.stacks_dir)
     mirror = catalog_chart_mirror(paths.catalog)
+    root = project_root(paths.catalog)
     refs = (
-        known_charts(dict(known_chart_versions()), mirror)
+        known_charts(dict(known_chart_versions()), mirror, root)
         if args.all_known
-        else pinned_charts(paths.stacks_dir, mirror)
+        else pinned_charts(paths.stacks_dir, mirror, root)
     )
+    pulled = source is None and any(not ref.local for ref in refs)
     try:
-        helm = None if source is not None else helm_binary("charts fetch pulls the charts with `helm pull`")
+        helm = helm_binary("charts fetch pulls the charts with `helm pull`") if pulled else None
     except HelmMissingError as error:
         print(f"charts fetch: {error}", file=sys.stderr)
         return exits.BAD_INPUT

@@ -29,6 +29,7 @@ ENGINE = selected()
 _IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("core", ""): (
         "App",
+        "AssetType",
         "AzurermBackend",
         "CloudBackend",
         "GcsBackend",
@@ -38,6 +39,7 @@ _IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
         "NamedRemoteWorkspace",
         "RemoteBackend",
         "S3Backend",
+        "TerraformAsset",
         "TerraformBackend",
         "TerraformIterator",
         "TerraformRemoteState",
@@ -58,6 +60,7 @@ _IMPORTS: dict[tuple[str, str], tuple[str, ...]] = {
 if TYPE_CHECKING:
     from cdktf import (
         App,
+        AssetType,
         AzurermBackend,
         CloudBackend,
         GcsBackend,
@@ -67,6 +70,7 @@ if TYPE_CHECKING:
         NamedRemoteWorkspace,
         RemoteBackend,
         S3Backend,
+        TerraformAsset,
         TerraformBackend,
         TerraformIterator,
         TerraformRemoteState,

@@ -28,6 +28,7 @@ from types import TracebackType
 from themelio_gpu.inputs.yaml_input import display_path
 from themelio_gpu.interrupts import Interrupted, deferred
 from themelio_gpu.outputs.stack_folders import (
+    ASSETS_FOLDER,
     MANIFEST,
     STACKS_FOLDER,
     StaleStack,
@@ -152,12 +153,31 @@ class OutputFolder:
 
 
 def _move_stack(staged: Path, destination: Path) -> None:
-    """A new stack folder moves in one rename; an existing one gets each of its files replaced."""
+    """A new stack folder moves in one rename; an existing one gets each of its files replaced (the assets
+    first, then the stack file naming them), then loses the assets the new stack no longer has."""
     if not destination.exists():
         staged.rename(destination)
         return
-    for file in sorted(staged.rglob("*")):
-        if file.is_file():
-            moved = destination / file.relative_to(staged)
-            moved.parent.mkdir(parents=True, exist_ok=True)
-            file.replace(moved)
+    files = sorted(f.relative_to(staged) for f in staged.rglob("*") if f.is_file())
+    for relative in files:  # "assets/..." before "cdk.tf.json"
+        moved = destination / relative
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        (staged / relative).replace(moved)
+    _remove_old_assets(destination / ASSETS_FOLDER, {f for f in files if f.parts[0] == ASSETS_FOLDER}, destination)
+
+
+def _remove_old_assets(assets: Path, current: set[Path], stack: Path) -> None:
+    """Every file and folder under the stack's assets/ that the new stack does not have (an asset's folder is
+    named by its bytes' hash, so a changed chart leaves its old copy behind otherwise)."""
+    if not assets.is_dir() or assets.is_symlink():
+        return
+    for path in sorted(assets.rglob("*"), reverse=True):  # files and inner folders before their folders
+        if path.relative_to(stack) in current:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        else:
+            path.unlink()
+    if not any(assets.iterdir()):
+        assets.rmdir()

@@ -17,6 +17,9 @@ from pathlib import Path, PurePosixPath
 STACKS_FOLDER = "stacks"
 STACK_FILE = "cdk.tf.json"
 MANIFEST = "manifest.json"
+ASSETS_FOLDER = "assets"
+"""Beside a stack file, the files cdktf copies into the stack (`TerraformAsset`: the charts from local chart
+folders, constructs/release_settings.py): synthesis owns the whole folder."""
 
 # What Terraform and `cdktf diff/deploy` write beside cdk.tf.json, and can write again.
 _RECREATABLE = {".terraform", ".terraform.lock.hcl", "plan"}
@@ -88,7 +91,8 @@ def stale_stacks(outdir: Path, current: set[str]) -> list[StaleStack]:
             rel = path.relative_to(folder)
             if rel.parts[0] in _RECREATABLE:  # .terraform/ holds providers and backend settings, no state
                 continue
-            if path.is_file() and (rel.as_posix() != STACK_FILE or path.is_symlink()):
+            ours = rel.as_posix() == STACK_FILE or rel.parts[0] == ASSETS_FOLDER
+            if path.is_file() and (not ours or path.is_symlink()):
                 kept.append(rel.as_posix())
         found.append(StaleStack(folder.name, folder, tuple(kept)))
     return found

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from themelio_gpu.engine import Engine
 from themelio_gpu.plan.model import ClusterPlan, Fleet
+from themelio_gpu.settings import CHART_MIRROR_ENV, chart_mirror_override
 
 INDEX = ".themelio-inputs.json"
 """Beside manifest.json: per stack, the digest of its inputs and the SHA-256 of its stack file."""
@@ -36,7 +37,7 @@ _CODE_SUFFIXES = (".py", ".js", ".json")
 
 def canonical(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """`value` as plain JSON data, the same for equal values in any process: dataclasses and pydantic models
-    by field, mappings by sorted key, sets sorted. Anything else is a TypeError (a plan that holds something
+    by field (less a dataclass's fields marked `NOT_AN_INPUT`), mappings by sorted key, sets sorted. Anything else is a TypeError (a plan that holds something
     this cannot see would make digests lie).
 
     `memo` (id -> result) keeps the result of each dataclass, model and mapping met: the catalog's
@@ -53,7 +54,12 @@ def canonical(value: Any, memo: dict[int, Any] | None = None) -> Any:
     if isinstance(value, BaseModel):
         result: Any = {name: canonical(getattr(value, name), memo) for name in type(value).model_fields}
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        result = {field.name: canonical(getattr(value, field.name), memo) for field in dataclasses.fields(value)}
+        # A field that says where a file is on this machine is no input (inputs/chart_sources.NOT_AN_INPUT).
+        result = {
+            field.name: canonical(getattr(value, field.name), memo)
+            for field in dataclasses.fields(value)
+            if field.metadata.get("input", True)
+        }
     elif isinstance(value, Mapping):
         items = sorted(value.items(), key=lambda item: repr(item[0]))
         result = [[canonical(k, memo), canonical(v, memo)] for k, v in items]
@@ -92,13 +98,16 @@ def packages_digest() -> str:
 
 
 def fleet_key(catalog: Path, engine: Engine) -> str:
-    """What every cluster's plan depends on beside its own file: the catalog's bytes, this tool, the packages
-    and the engine. While it is the one recorded, an unchanged cluster file has an unchanged plan."""
+    """What every cluster's plan depends on beside its own file: the catalog's bytes, $THEMELIO_CHART_MIRROR,
+    this tool, the packages and the engine. While it is the one recorded, an unchanged cluster file has an
+    unchanged plan, unless the plan ships a chart from a local chart folder (Index.unchanged_files)."""
     try:
         catalog_bytes = catalog.read_bytes()
     except OSError:
         catalog_bytes = b""  # load_fleet reports it; nothing is reused meanwhile
-    return hashlib.sha256((_tool_inputs(engine) + hashlib.sha256(catalog_bytes).hexdigest()).encode()).hexdigest()
+    mirror = f"\0{CHART_MIRROR_ENV}={override}" if (override := chart_mirror_override()) is not None else ""
+    text = _tool_inputs(engine) + hashlib.sha256(catalog_bytes).hexdigest() + mirror
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _tool_inputs(engine: Engine) -> str:
@@ -142,6 +151,8 @@ class Recorded:
     """Its row of the summary table (synth.summary_row)."""
     warnings: tuple[str, ...]
     """The warnings its cluster file gave (a Kubernetes version newer than any known, ...)."""
+    charts: tuple[str, ...] = ()
+    """The archives it ships from local chart folders (relative to the project root)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,8 +161,12 @@ class Index:
     stacks: Mapping[str, Recorded]
 
     def unchanged_files(self, key: str) -> dict[str, str]:
-        """The cluster files that need not be read again while `key` is the recorded one: file -> SHA-256."""
-        return {r.file: r.file_sha for r in self.stacks.values()} if key == self.fleet_key else {}
+        """The cluster files that need not be read again while `key` is the recorded one: file -> SHA-256.
+        Not those of stacks that ship a chart from a local chart folder: their plans depend on the archive's
+        bytes too, so they are planned again (and written only if the archive changed)."""
+        if key != self.fleet_key:
+            return {}
+        return {r.file: r.file_sha for r in self.stacks.values() if not r.charts}
 
 
 EMPTY = Index("", {})
@@ -171,6 +186,7 @@ def read_index(target: Path) -> Index:
                 str(e["stackFileSha256"]),
                 tuple(str(c) for c in e["summary"]),
                 tuple(str(w) for w in e["warnings"]),
+                tuple(str(c) for c in e.get("charts", ())),
             )
             for name, e in data["stacks"].items()
         }
@@ -188,6 +204,7 @@ def index_text(index: Index) -> str:
             "stackFileSha256": r.stack_file,
             "summary": list(r.summary),
             "warnings": list(r.warnings),
+            **({"charts": list(r.charts)} if r.charts else {}),
         }
         for name, r in sorted(index.stacks.items())
     }

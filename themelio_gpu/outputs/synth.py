@@ -217,6 +217,7 @@ def _records(
             stack_file=stack_file or "",
             summary=summary_row(plan),
             warnings=tuple(warnings.get(plan.file, ())),
+            charts=tuple(archive.archive for archive in plan.chart_archives),
         )
     return records
 

@@ -1,5 +1,6 @@
 """Atlantis' repo-level `atlantis.yaml` for the fleet: one project per stack folder, autoplanned when an input
-that stack depends on changes: its cluster file, the catalog, the tool's code and the lock files.
+that stack depends on changes: its cluster file, the catalog, the tool's code and the lock files, and the
+charts it ships from local chart folders.
 
 The stack folders are synthesized, not committed (docs/pipelines.md), so Atlantis must synthesize before it
 looks for projects: a `pre_workflow_hooks` entry of the server-side repo config, which runs after the clone
@@ -32,10 +33,13 @@ def hook_command(inputs: str) -> str:
     return f"scripts/setup.sh python && {engine}.venv/bin/python main.py {inputs} --quiet"
 
 
-def atlantis_text(stacks: Sequence[tuple[str, str]], catalog: str, inputs: str, distribution: str) -> str:
-    """`stacks`: (name, cluster file), paths relative to the repository root, where atlantis.yaml lives."""
+def atlantis_text(
+    stacks: Sequence[tuple[str, str, tuple[str, ...]]], catalog: str, inputs: str, distribution: str
+) -> str:
+    """`stacks`: (name, cluster file, the chart archives it ships from local chart folders), paths relative
+    to the repository root, where atlantis.yaml lives."""
     projects = []
-    for name, cluster_file in stacks:
+    for name, cluster_file, archives in stacks:
         folder = PurePosixPath(DEFAULT_OUTDIR, STACKS_FOLDER, name)
         up = "/".join([".."] * len(folder.parts))  # when_modified is relative to the project's folder
         project: dict[str, Any] = {
@@ -44,7 +48,7 @@ def atlantis_text(stacks: Sequence[tuple[str, str]], catalog: str, inputs: str, 
             "workspace": "default",
             "autoplan": {
                 "enabled": True,
-                "when_modified": [f"{up}/{path}" for path in (cluster_file, catalog, *TOOL_INPUTS)],
+                "when_modified": [f"{up}/{path}" for path in (cluster_file, catalog, *archives, *TOOL_INPUTS)],
             },
         }
         if distribution == "tofu":

@@ -121,8 +121,14 @@ def _refuse_local_state(local: Sequence[ClusterPlan], engine: str) -> None:
     problems.raise_if_any()
 
 
-def _cluster_files(clusters: Sequence[ClusterPlan], problems: Problems) -> list[tuple[str, str]]:
+def _cluster_files(clusters: Sequence[ClusterPlan], problems: Problems) -> list[tuple[str, str, tuple[str, ...]]]:
+    """Each cluster's name, file and the chart archives its stack ships, as the repository root sees them."""
     files = []
     for plan in clusters:
-        files.append((plan.name, _relative_input(Path(plan.file), f"cluster {plan.name}", problems)))
+        file = _relative_input(Path(plan.file), f"cluster {plan.name}", problems)
+        archives = tuple(
+            _relative_input(a.source, f"cluster {plan.name}: chart {a.archive}", problems)
+            for a in plan.chart_archives
+        )
+        files.append((plan.name, file, archives))
     return files

@@ -17,6 +17,7 @@ from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.inputs.catalog.driver_classes import driver_device_classes
 from themelio_gpu.inputs.catalog.loading import load_catalog
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES
+from themelio_gpu.inputs.chart_sources import project_root
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.files import cluster_definition_files as cluster_definition_files  # re-exported
 from themelio_gpu.inputs.clusters.files import clusters_beside_the_catalog, load_cluster_files
@@ -45,8 +46,9 @@ def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str
     files = load_cluster_files(stacks_dir, problems, unchanged)
     clusters_beside_the_catalog(catalog_path, stacks_dir, problems)
     plans = []
+    root = project_root(catalog_path)
     for file, definition in files.definitions:
-        plan = plan_cluster(catalog, definition, file, problems)
+        plan = plan_cluster(catalog, definition, file, problems, root)
         if plan is not None:
             plans.append(plan)
     problems.redact(files.secrets)
@@ -73,9 +75,10 @@ def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str
 
 
 def plan_cluster(
-    catalog: Catalog | None, cluster: ClusterDefinition, file: str, problems: Problems
+    catalog: Catalog | None, cluster: ClusterDefinition, file: str, problems: Problems, root: Path
 ) -> ClusterPlan | None:
-    """The cluster's plan, or None with its problems recorded.
+    """The cluster's plan, or None with its problems recorded; `root`: the project root, which local chart
+    folders are relative to (inputs/chart_sources.py).
 
     Without a catalog (it failed to load) every check that does not need one still runs, and None is returned.
     """
@@ -106,11 +109,11 @@ def plan_cluster(
             classes.extend(classes_of(offering, cluster.serve_migration_aliases, by_operator, names))
 
     mirror = catalog.chart_mirror if catalog is not None else None
-    operator = operator_release(cluster, pools, file, problems, check_derived=derivable, mirror=mirror)
+    operator = operator_release(cluster, pools, file, problems, check_derived=derivable, mirror=mirror, root=root)
     dra_mode.check_operator_values(cluster, operator.values, file, problems)
     releases = [operator]
     if dra and not by_operator:
-        releases.append(dra_driver_release(cluster, pools, file, problems, mirror))
+        releases.append(dra_driver_release(cluster, pools, file, problems, mirror, root))
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, ("gpuOperator", "namespace"), message)
     config_map = config_map_spec(cluster, names)

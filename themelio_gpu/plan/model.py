@@ -13,6 +13,7 @@ from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.inputs.catalog.driver_classes import DriverClass
 from themelio_gpu.inputs.catalog.names import Names
 from themelio_gpu.inputs.catalog.products import GpuProduct
+from themelio_gpu.inputs.chart_sources import LocalChart
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.inputs.problems import Problem
@@ -34,10 +35,13 @@ class HelmReleaseSpec:
     name: str
     chart: str
     version: str
-    repository: str
+    repository: str | None
+    """The chart repository's address; None for a chart from a local chart folder (`archive`)."""
     namespace: str
     values: Mapping[str, Any]
     timeout_seconds: int
+    archive: LocalChart | None = None
+    """The packaged chart in a local chart folder, which the stack ships as an asset; None: from `repository`."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,12 @@ class ClusterPlan:
     def dra_release(self) -> HelmReleaseSpec | None:
         """The separate DRA driver release; None without DRA pools or when the GPU Operator manages it."""
         return self.releases[1] if len(self.releases) > 1 else None
+
+    @property
+    def chart_archives(self) -> tuple[LocalChart, ...]:
+        """The packaged charts this stack ships from local chart folders (none when every chart comes from a
+        repository)."""
+        return tuple(r.archive for r in self.releases if r.archive is not None)
 
     @property
     def operator_values(self) -> Mapping[str, Any]:

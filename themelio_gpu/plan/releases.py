@@ -2,16 +2,20 @@
 
 Apart from the fleet's orchestration because merging is where the pinned charts' known values are checked
 (plan/helm/known_values.py): a key the chart does not have, a chart version this tool has no table for, and a
-value Helm's YAML cannot carry are each reported at the definition's key.
+value Helm's YAML cannot carry are each reported at the definition's key. Where each chart comes from is
+decided here too: a repository's address, or the archive in a local chart folder (inputs/chart_sources.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from themelio_gpu.inputs.chart_sources import ChartFolderError, LocalChart, is_local_folder, local_chart
 from themelio_gpu.inputs.clusters.definition import ClusterDefinition
 from themelio_gpu.inputs.clusters.pool_contract import PoolContract
+from themelio_gpu.inputs.clusters.releases import DraDriverRelease, GpuOperatorRelease
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.k8s import names as k8s_names
 from themelio_gpu.plan.helm import values as helm_values
@@ -33,6 +37,7 @@ def operator_release(
     *,
     check_derived: bool,
     mirror: str | None = None,
+    root: Path | None = None,
 ) -> HelmReleaseSpec:
     """The GPU Operator's release; `check_derived`: whether the derived values' keys are checked too (not
     where the mode already refused the chart version)."""
@@ -49,14 +54,10 @@ def operator_release(
         check_derived=check_derived,
     )
     release = cluster.gpu_operator
+    chart = helm_values.OPERATOR_CHART
+    repository, archive = _chart_source(release, chart, mirror, root, file, "gpuOperator", problems)
     return HelmReleaseSpec(
-        helm_values.OPERATOR_CHART,
-        helm_values.OPERATOR_CHART,
-        release.version,
-        release.chart_repository(mirror),
-        release.namespace,
-        operator,
-        release.timeout_seconds,
+        chart, chart, release.version, repository, release.namespace, operator, release.timeout_seconds, archive
     )
 
 
@@ -66,6 +67,7 @@ def dra_driver_release(
     file: str,
     problems: Problems,
     mirror: str | None = None,
+    root: Path | None = None,
 ) -> HelmReleaseSpec:
     """The DRA driver chart's own release (when the GPU Operator does not install the driver)."""
     for message in _namespace_problems(cluster.dra_driver.namespace):
@@ -80,15 +82,43 @@ def dra_driver_release(
         problems,
     )
     chart = cluster.dra_driver
+    repository, archive = _chart_source(chart, chart.chart, mirror, root, file, "draDriver", problems)
     return HelmReleaseSpec(
         helm_values.dra_release_name(cluster),
         chart.chart,
         chart.version,
-        chart.chart_repository(mirror),
+        repository,
         chart.namespace,
         dra_values,
         chart.timeout_seconds,
+        archive,
     )
+
+
+def _chart_source(
+    release: GpuOperatorRelease | DraDriverRelease,
+    chart: str,
+    mirror: str | None,
+    root: Path | None,
+    file: str,
+    where: str,
+    problems: Problems,
+) -> tuple[str | None, LocalChart | None]:
+    """(repository address, None), or (None, the archive) when the chart comes from a local chart folder: the
+    cluster's own (its problems at `<where>.repository`) or the fleet's mirror (the folder's own problems are the
+    catalog's, at charts.mirror; a missing archive is this cluster's, at its `<where>.version`)."""
+    source = release.chart_repository(mirror)
+    if not is_local_folder(source):
+        return source, None
+    assert root is not None, "a fleet with local chart folders is planned with its project root"
+    try:
+        return None, local_chart(root, source, chart, release.version)
+    except ChartFolderError as error:
+        if release.repository is not None:
+            problems.add(file, (where, "repository"), str(error))
+        elif not error.about_folder:
+            problems.add(file, (where, "version"), f"from the fleet's mirror, a local chart folder: {error}")
+        return None, None
 
 
 def _namespace_problems(namespace: str) -> list[str]:

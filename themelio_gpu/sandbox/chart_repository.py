@@ -4,6 +4,11 @@ GPU clusters often cannot reach NVIDIA's repositories; neither can the sandbox. 
 cached chart folder into its archive, `helm repo index` writes the index, and a small HTTP server on
 127.0.0.1 (a port the kernel picks) serves the folder, as a chart museum on the cluster's network would.
 The server runs in its own session until `down` stops it by the pid recorded in the sandbox's state.
+
+The stack is pointed at it the way a fleet is pointed at its mirror: the sandbox synthesizes it with the
+server's address as the fleet's mirror ($THEMELIO_CHART_MIRROR, docs/charts.md), so the stack's own chart
+sources are what is deployed. A chart from a local chart folder needs no server: the stack ships it (an asset).
+A chart from a repository the cluster file names itself cannot be reached from the sandbox: refused up front.
 """
 
 from __future__ import annotations
@@ -19,15 +24,47 @@ from contextlib import suppress
 from pathlib import Path
 
 from themelio_gpu import interrupts
-from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.sandbox.errors import SandboxError
+from themelio_gpu.plan.model import ClusterPlan, HelmReleaseSpec
+from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
+
+
+def _own_sources(plan: ClusterPlan) -> list[tuple[HelmReleaseSpec, str, str | None]]:
+    """Each release, its cluster file's key and the repository that key names (None: the fleet's mirror)."""
+    definition = plan.definition
+    keys = (("gpuOperator", definition.gpu_operator.repository), ("draDriver", definition.dra_driver.repository))
+    return [(release, key, own) for release, (key, own) in zip(plan.releases, keys, strict=False)]
+
+
+def own_repositories(plan: ClusterPlan) -> list[str]:
+    """The releases whose cluster file names a repository address of its own, as `<key>.repository: <address>`:
+    the sandbox's mirror does not replace those (the stack installs from the cluster's own repository)."""
+    return [f"{key}.repository: {own}" for release, key, own in _own_sources(plan) if release.repository and own]
+
+
+def check_reachable(plan: ClusterPlan) -> None:
+    """SandboxUsageError when a chart would come from a repository the cluster file names itself."""
+    own = own_repositories(plan)
+    if own:
+        raise SandboxUsageError(
+            f"{plan.file}: {'; '.join(own)}: the sandbox cannot reach a repository a cluster file names, and its "
+            "own chart repository stands in for the fleet's mirror only (the catalog's charts.mirror), which such "
+            "a release does not use. To try this cluster on a sandbox, leave the key out (the release then "
+            "installs from the fleet's mirror) or name a local chart folder holding the chart"
+        )
+
+
+def mirror_is_local_folder(plan: ClusterPlan) -> bool:
+    """The fleet's mirror is a local chart folder (a release without a repository of its own ships a chart
+    from a folder): the sandbox keeps it, as it keeps every local chart folder."""
+    return any(release.archive is not None and own is None for release, _, own in _own_sources(plan))
 
 
 def package_charts(plan: ClusterPlan, cache: Path, helm: Path, folder: Path) -> list[str]:
-    """Package every chart the cluster pins into `folder` and index it; returns `chart version` of each."""
+    """Package every chart the cluster installs from a repository into `folder` and index it; returns
+    `chart version` of each (the charts from local chart folders ship with the stack instead)."""
     folder.mkdir(parents=True, exist_ok=True)
     packaged = []
-    for release in plan.releases:
+    for release in (r for r in plan.releases if r.archive is None):
         source = cache / f"{release.chart}-{release.version}"
         if not (source / "Chart.yaml").is_file():
             raise SandboxError(

@@ -198,6 +198,7 @@ def up(
         raise SandboxUsageError(
             f"a sandbox of {plan.name} is up already ({sandbox.folder}); `sandbox down {plan.name}` first"
         )
+    chart_repository.check_reachable(plan)
     if port is not None and not _port_free(port):
         raise SandboxUsageError(f"port {port} on 127.0.0.1 is in use: choose another with --port, or leave it out")
     args = feature_gate_args(plan.definition)

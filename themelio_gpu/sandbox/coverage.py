@@ -2,9 +2,9 @@
 
 A stack's apply depends on its pool kinds (static nodes get labels and taints; Karpenter pools a NodePool;
 provisioned pools nothing in the API), on who installs the DRA driver (a separate chart, the GPU Operator's
-GPUCluster, or none: device plugin only), on each chart and version it installs, and on the Kubernetes
-minor its control plane runs. `covering` picks clusters, most new features first, until every feature of
-the fleet is covered, and says which features each was picked for.
+GPUCluster, or none: device plugin only), on each chart and version it installs (and whether one ships from a
+local chart folder), and on the Kubernetes minor its control plane runs. `covering` picks clusters, most new
+features first, until every feature of the fleet is covered, and says which features each was picked for.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ def features(plan: ClusterPlan) -> frozenset[str]:
         found.add("DRA driver by " + ("the GPU Operator" if plan.dra_release is None else "its chart"))
     for release in plan.releases:
         found.add(f"{release.chart} {release.version}")
+        if release.archive is not None:
+            found.add("a chart from a local chart folder")
     if plan.config_map is not None:
         found.add("catalog ConfigMap")
     return frozenset(found)

@@ -1,10 +1,13 @@
 """Apply, plan and destroy a cluster's stack on its sandbox, the way users deploy it.
 
-The stack is the one `main.py` synthesizes, unchanged; Terraform's own mechanisms point it at the sandbox:
+The stack is the one `main.py` synthesizes, with the sandbox's chart repository on loopback as the fleet's
+mirror ($THEMELIO_CHART_MIRROR, as a catalog's `charts.mirror`: every release that installs from the mirror
+installs from it, a chart from a local chart folder ships with the stack; chart_repository.py); Terraform's own
+mechanisms point it at the sandbox:
 - `HOME` is the sandbox's home, whose kubeconfig (at the path the cluster file names, `~/.kube/config` or
   another) has the cluster file's context pointing at the sandbox's API server;
-- `sandbox_override.tf.json` (a Terraform override file) sets a local backend in the sandbox's folder and
-  each Helm release's `repository` to the sandbox's chart repository on loopback;
+- `sandbox_override.tf.json` (a Terraform override file) sets a local backend in the sandbox's folder (and,
+  for a cluster reached by host and exec plugin, the providers' access to the sandbox);
 - `TF_CLI_CONFIG_FILE` installs the providers from the sandbox's filesystem mirror only.
 `terraform` (1.11, or $THEMELIO_TERRAFORM), `tofu` (the built OpenTofu) or `cdktf` (`cdktf deploy` through
 the CDKTF CLI, which synthesizes the app itself and runs Terraform in its output folder) run it.
@@ -26,9 +29,11 @@ import yaml
 
 from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox import chart_repository
 from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox
+from themelio_gpu.settings import CHART_MIRROR_ENV
 
 RUNNERS = ("terraform", "tofu", "cdktf")
 PROVIDERS = {  # the versions each engine's stacks pin (themelio_gpu/constructs/providers.py)
@@ -79,12 +84,21 @@ def _kubeconfig_for(plan: ClusterPlan, sandbox: Sandbox) -> tuple[Path, dict[str
     return sandbox.folder / "home" / path[2:], config
 
 
-def _chart_repository(plan: ClusterPlan, sandbox: Sandbox) -> str:
-    state = sandbox.state()
-    url = state.get("chartRepository")
+def mirror_environment(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, str]:
+    """What the synthesis gets to install from the sandbox's chart repository: it as the fleet's mirror (none
+    when the fleet's mirror is a local chart folder: its charts ship with the stack, as everywhere)."""
+    chart_repository.check_reachable(plan)
+    if chart_repository.mirror_is_local_folder(plan):
+        return {}
+    url = sandbox.state().get("chartRepository")
     if not url:
         raise SandboxError("the sandbox has no chart repository: `sandbox down` and `sandbox up` again")
-    return str(url)
+    return {CHART_MIRROR_ENV: str(url)}
+
+
+def _with_mirror(mirror: dict[str, str]) -> dict[str, str]:
+    """This process's environment with the sandbox's mirror (or none) instead of any the shell set."""
+    return {k: v for k, v in os.environ.items() if k != CHART_MIRROR_ENV} | mirror
 
 
 def _api_access(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
@@ -108,16 +122,12 @@ def _api_access(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
     }
 
 
-def _override(plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any]) -> dict[str, Any]:
-    releases = stack.get("resource", {}).get("helm_release", {})
-    repository = _chart_repository(plan, sandbox)
+def _override(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
     override: dict[str, Any] = {
         "terraform": {"backend": {"local": {"path": str(sandbox.folder / "terraform.tfstate")}}},
     }
     if plan.definition.access.api is not None:
         override["provider"] = _api_access(plan, sandbox)
-    if releases:
-        override["resource"] = {"helm_release": {name: {"repository": repository} for name in sorted(releases)}}
     return override
 
 
@@ -126,8 +136,9 @@ PROVIDERS_ENV = "THEMELIO_SANDBOX_PROVIDERS"
 TF_CLI_CONFIG_FILE), instead of the sandbox's mirror of stand-ins."""
 
 
-def _environment(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, str]:
-    env = dict(os.environ)
+def _environment(sandbox: Sandbox, toolbox: Toolbox, mirror: dict[str, str]) -> dict[str, str]:
+    """Terraform's (and `cdktf deploy`'s, whose synthesis gets the same mirror) environment."""
+    env = _with_mirror(mirror)
     env.update(
         HOME=str(sandbox.folder / "home"),
         TF_IN_AUTOMATION="1",
@@ -138,13 +149,13 @@ def _environment(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, str]:
     if os.environ.get(PROVIDERS_ENV) == "registry":
         return env
     rc = sandbox.folder / "terraformrc"
-    mirror = provider_mirror(sandbox, toolbox)
+    providers = provider_mirror(sandbox, toolbox)
     patterns = json.dumps(
         [f"{registry}/hashicorp/{provider}" for registry in REGISTRIES for provider in PROVIDERS]
     )
     rc.write_text(
         "provider_installation {\n"
-        f'  filesystem_mirror {{\n    path    = "{mirror}"\n    include = {patterns}\n  }}\n'
+        f'  filesystem_mirror {{\n    path    = "{providers}"\n    include = {patterns}\n  }}\n'
         f"  direct {{\n    exclude = {patterns}\n  }}\n}}\n"
     )
     env["TF_CLI_CONFIG_FILE"] = str(rc)
@@ -152,11 +163,15 @@ def _environment(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, str]:
     return env
 
 
-def _synthesize(plan: ClusterPlan, sandbox: Sandbox, catalog: Path, stacks_dir: Path) -> Path:
+def _synthesize(
+    plan: ClusterPlan, sandbox: Sandbox, catalog: Path, stacks_dir: Path, mirror: dict[str, str]
+) -> Path:
     outdir = sandbox.folder / "cdktf.out"
+    env = _with_mirror(mirror)
     result = interrupts.run(
         [sys.executable, str(PROJECT_ROOT / "main.py"), "--catalog", str(catalog), "--stacks-dir", str(stacks_dir),
          "--outdir", str(outdir), "--quiet"],
+        env=env,
     )  # fmt: skip
     if result.returncode != 0:
         raise SandboxError(f"synthesis failed:\n{(result.stderr or result.stdout).strip()}")
@@ -167,15 +182,13 @@ def prepare(
     plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, catalog: Path, stacks_dir: Path
 ) -> tuple[Path, dict[str, str]]:
     """Synthesize the stack into the sandbox and point it at the sandbox; returns its folder and environment."""
-    stack_dir = _synthesize(plan, sandbox, catalog, stacks_dir)
-    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
-    (stack_dir / "sandbox_override.tf.json").write_text(
-        json.dumps(_override(plan, sandbox, stack), indent=2) + "\n"
-    )
+    mirror = mirror_environment(plan, sandbox)
+    stack_dir = _synthesize(plan, sandbox, catalog, stacks_dir, mirror)
+    (stack_dir / "sandbox_override.tf.json").write_text(json.dumps(_override(plan, sandbox), indent=2) + "\n")
     kubeconfig, content = _kubeconfig_for(plan, sandbox)
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     kubeconfig.write_text(yaml.safe_dump(content))
-    return stack_dir, _environment(sandbox, toolbox)
+    return stack_dir, _environment(sandbox, toolbox, mirror)
 
 
 def _binary(runner: str, toolbox: Toolbox) -> str:

@@ -8,8 +8,9 @@ Kinds the control plane makes and removes by itself (events, leases, endpoints, 
 from __future__ import annotations
 
 import json
+import tarfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -101,12 +102,26 @@ def kept_by_helm(plan: ClusterPlan, charts: Path) -> set[str]:
     for a release (`create_namespace`; `helm uninstall` leaves it)."""
     kept = {f"Namespace//{release.namespace}" for release in plan.releases}
     for release in plan.releases:
-        folder = charts / f"{release.chart}-{release.version}"
-        for file in sorted(folder.glob("**/crds/**/*.yaml")):
-            for document in yaml.safe_load_all(file.read_text()):
+        # The chart the stack installs: a local chart folder's archive (shipped with the stack), else the cache's.
+        texts = _crd_texts_in_archive(release.archive.source) if release.archive is not None else [
+            file.read_text() for file in sorted((charts / f"{release.chart}-{release.version}").glob("**/crds/**/*.yaml"))
+        ]  # fmt: skip
+        for text in texts:
+            for document in yaml.safe_load_all(text):
                 if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
                     kept.add(f"CustomResourceDefinition//{document['metadata']['name']}")
     return kept
+
+
+def _crd_texts_in_archive(archive: Path) -> list[str]:
+    """The texts of a packaged chart's `crds/` YAML files (its subcharts' too), as Helm installs them."""
+    with tarfile.open(archive, mode="r:gz") as charts:
+        members = sorted(
+            (m for m in charts.getmembers() if m.isfile() and "crds" in PurePosixPath(m.name).parts[:-1]),
+            key=lambda m: m.name,
+        )
+        files = [charts.extractfile(m) for m in members if m.name.endswith(".yaml")]
+        return [f.read().decode("utf-8") for f in files if f is not None]
 
 
 def _kept_by_policy(sandbox: Sandbox, toolbox: Toolbox, entry: str) -> bool:

@@ -10,10 +10,12 @@ Only what synthesis owns is compared (manifest.json and the stack folders), less
 from __future__ import annotations
 
 import difflib
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from themelio_gpu.outputs.stack_folders import (
+    ASSETS_FOLDER,
     STACK_FILE,
     StaleStack,
     is_synthesis_output,
@@ -53,16 +55,9 @@ def compare_folders(committed: Path, synthesized: Path) -> FolderDiff:
     old, new = _files(committed), _files(synthesized)
     changed = []
     for rel in sorted(old.keys() & new.keys()):
-        before = old[rel].read_text(encoding="utf-8")
-        after = new[rel].read_text(encoding="utf-8")
+        before, after = old[rel].read_bytes(), new[rel].read_bytes()
         if before != after:
-            diff = difflib.unified_diff(
-                before.splitlines(keepends=True),
-                after.splitlines(keepends=True),
-                fromfile=f"{committed.name}/{rel}",
-                tofile=f"synthesized/{rel}",
-            )
-            changed.append((rel, "".join(diff)))
+            changed.append((rel, _difference(before, after, f"{committed.name}/{rel}", f"synthesized/{rel}")))
     current = set(synthesized_stacks(synthesized))
     kept = tuple(s for s in stale_stacks(committed, current) if not s.removable)
     return FolderDiff(
@@ -74,11 +69,29 @@ def compare_folders(committed: Path, synthesized: Path) -> FolderDiff:
     )
 
 
+def _difference(before: bytes, after: bytes, old_name: str, new_name: str) -> str:
+    """A unified diff of two texts; of other files (a chart archive among a stack's assets), their sizes and
+    SHA-256s."""
+    try:
+        old_text, new_text = before.decode("utf-8"), after.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(
+            f"{name}: {len(data)} bytes, SHA-256 {hashlib.sha256(data).hexdigest()}\n"
+            for name, data in ((old_name, before), (new_name, after))
+        )
+    lines = difflib.unified_diff(
+        old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), fromfile=old_name, tofile=new_name
+    )
+    return "".join(lines)
+
+
 def _synthesis_removes(rel: str, diff: FolderDiff) -> bool:
     """Whether synthesizing into the committed folder removes this extra file (or its kept folder is named)."""
     parts = PurePosixPath(rel).parts
-    if len(parts) < 3 or parts[1] in diff.current:
+    if len(parts) < 3:
         return False
+    if parts[1] in diff.current:  # a current stack's old asset: synthesis replaces its assets/ (output_folder.py)
+        return parts[2] == ASSETS_FOLDER
     return parts[2:] == (STACK_FILE,) or any(stack.name == parts[1] for stack in diff.kept)
 
 

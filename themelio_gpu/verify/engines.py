@@ -121,7 +121,24 @@ def compare_outputs(cdktf: Path, cdktn: Path) -> EngineComparison:
             continue
         found = _differences(_normalized(left, differences), _normalized(right, differences), "")
         unexpected += [f"{relative}: {line.lstrip('.')}" for line in found]
+    for name in names:  # the stacks' other files (the assets: charts from local chart folders), byte for byte
+        folders = (cdktf / STACKS_FOLDER / name, cdktn / STACKS_FOLDER / name)
+        left_files, right_files = (_other_files(folder) for folder in folders)
+        for relative in sorted(left_files.keys() | right_files.keys()):
+            shown = f"{STACKS_FOLDER}/{name}/{relative}"
+            if relative not in left_files or relative not in right_files:
+                unexpected.append(f"{shown}: written by {'cdktn' if relative in right_files else 'cdktf'} only")
+            elif left_files[relative].read_bytes() != right_files[relative].read_bytes():
+                unexpected.append(f"{shown}: the engines wrote other bytes")
     return EngineComparison(tuple(names), tuple(unexpected))
+
+
+def _other_files(stack: Path) -> dict[str, Path]:
+    """A synthesized stack folder's files beside its stack file, by path relative to the folder."""
+    if not stack.is_dir():
+        return {}
+    files = (p for p in sorted(stack.rglob("*")) if p.is_file())
+    return {p.relative_to(stack).as_posix(): p for p in files if p.relative_to(stack).as_posix() != STACK_FILE}
 
 
 def synthesize_with(engine: str, catalog: Path, stacks_dir: Path, out: Path) -> None:

@@ -17,10 +17,12 @@ from themelio_gpu.inputs.catalog.names import check_names
 from themelio_gpu.inputs.catalog.notebooks import check_notebook_option
 from themelio_gpu.inputs.catalog.offerings import resolve_offering
 from themelio_gpu.inputs.catalog.product_table import merged_products
-from themelio_gpu.inputs.problems import KeyPath, Problems, format_location
+from themelio_gpu.inputs.chart_sources import chart_source_problem, folder_problem, is_local_folder, project_root
+from themelio_gpu.inputs.problems import KeyPath, Location, Problems, format_location
 from themelio_gpu.inputs.secrets import find_secrets
 from themelio_gpu.inputs.validation import validate_model
 from themelio_gpu.inputs.yaml_input import add_positions, display_path, load_yaml_document
+from themelio_gpu.settings import CHART_MIRROR_ENV, chart_mirror_override
 
 
 def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) -> Catalog | None:
@@ -36,6 +38,10 @@ def load_catalog(path: Path, problems: Problems, shown_as: str | None = None) ->
         problems.add(name, finding.path, finding.message)
     model = validate_model(CatalogFile, document.data, name, problems, document=document)
     catalog = resolve_catalog(model, name, problems) if model is not None else None
+    if catalog is not None:
+        catalog = dataclasses.replace(
+            catalog, chart_mirror=_chart_mirror(catalog.chart_mirror, path, name, problems)
+        )
     problems.redact(f.secret for f in found if f.secret)
     add_positions(problems, {name: document})
     return catalog if not found else None
@@ -50,6 +56,25 @@ def catalog_chart_mirror(path: Path) -> str | None:
     catalog = load_catalog(path, problems, display_path(path))
     problems.raise_if_any()
     return catalog.chart_mirror if catalog is not None else None
+
+
+def _chart_mirror(written: str | None, path: Path, file: str, problems: Problems) -> str | None:
+    """The fleet's mirror: $THEMELIO_CHART_MIRROR when set, else the catalog's `charts.mirror`; a local chart
+    folder is checked here, once for the fleet (each release's archive in it, where the release is planned)."""
+    override = chart_mirror_override()
+    where: tuple[str, Location] = (file, ("charts", "mirror"))
+    if override is not None:
+        where = ("environment", CHART_MIRROR_ENV)
+        problem = chart_source_problem(override, secrets_checked=False)
+        if problem is not None:
+            problems.add(*where, problem)
+            return None
+    mirror = override or written
+    if mirror is not None and is_local_folder(mirror):
+        problem = folder_problem(project_root(path), mirror)
+        if problem is not None:
+            problems.add(*where, problem)
+    return mirror
 
 
 def resolve_catalog(model: CatalogFile, file: str, problems: Problems) -> Catalog | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES, Names
+from themelio_gpu.inputs.chart_sources import checked_chart_source
 
 # The NVIDIA DRA driver chart's own DeviceClasses (charts 0.4.1 and 25.12.0 render the same five), which the
 # GPU Operator's GPUCluster creates too (`driver_classes.py` says which, per installer).
@@ -176,11 +177,14 @@ class ChartSettings(Strict):
 
     mirror: str | None = Field(
         default=None,
-        pattern=r"^(https?|oci)://[^\s@]+$",
         description="A Helm repository (https://) or OCI registry (oci://) holding NVIDIA's charts under their own "
-        "names, for clusters that cannot reach NVIDIA's (air-gapped): every release installs from it, and "
-        "`charts fetch` pulls from it, unless a cluster file names its own repository",
+        "names, or a local chart folder (a path relative to the project root, the folder holding the catalog's "
+        "folder, with each chart packaged as <chart>-<version>.tgz), for clusters that cannot reach NVIDIA's "
+        "(air-gapped): every release installs from it, and `charts fetch` takes the charts from it, unless a "
+        "cluster file names its own repository",
     )
+
+    _source = field_validator("mirror")(checked_chart_source)
 
 
 class CatalogFile(Strict):

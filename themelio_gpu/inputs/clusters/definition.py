@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from themelio_gpu.inputs.catalog.model import Strict
+from themelio_gpu.inputs.clusters.releases import DraDriverRelease, DraManagedBy, GpuOperatorRelease
 from themelio_gpu.inputs.secrets import LITERAL_CREDENTIAL_KEYS
 from themelio_gpu.k8s.dra import EXTENDED_RESOURCE_GATE
 from themelio_gpu.k8s.version import KubernetesVersion, parse_kubernetes_version
@@ -343,77 +344,6 @@ class NodePool(Strict):
         description="The pool's previous name: the stack emits Terraform moved blocks, so the rename updates "
         "the nodes' labels and taints in place instead of removing and applying them again",
     )
-
-
-# --- Helm releases -------------------------------------------------------------------------------------------
-
-
-NGC_REPOSITORY = "https://helm.ngc.nvidia.com/nvidia"
-
-
-class GpuOperatorRelease(Strict):
-    version: str = "v26.3.3"
-    repository: str | None = Field(
-        default=None,
-        description="Default: the catalog's charts.mirror, else https://helm.ngc.nvidia.com/nvidia",
-    )
-    namespace: str = "gpu-operator"
-    timeout_seconds: int = Field(default=900, alias="timeoutSeconds", gt=0)
-    values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
-
-    def chart_repository(self, mirror: str | None = None) -> str:
-        """Where the chart comes from: the cluster's own repository, else the fleet's mirror, else NVIDIA's."""
-        return self.repository or mirror or NGC_REPOSITORY
-
-
-class DraManagedBy(StrEnum):
-    chart = "chart"
-    """A separate DRA driver Helm release beside the GPU Operator's ClusterPolicy (NVIDIA's documented install)."""
-    gpu_operator = "gpu-operator"
-    """GPU Operator v26.7.0+ installs the DRA driver itself from a GPUCluster (no ClusterPolicy, no DRA release)."""
-
-
-class DraDriverRelease(Strict):
-    managed_by: DraManagedBy = Field(
-        default=DraManagedBy.chart,
-        alias="managedBy",
-        description="chart: a separate DRA driver release beside a ClusterPolicy; gpu-operator: the GPU "
-        "Operator's GPUCluster (v26.7.0+, Technology Preview, new clusters only) manages the DRA driver",
-    )
-    new_cluster: bool | None = Field(
-        default=None,
-        alias="newCluster",
-        description="Only with managedBy: gpu-operator, and required there: true states that the cluster has "
-        "no ClusterPolicy and no DRA driver release (NVIDIA supports no in-place migration to a GPUCluster)",
-    )
-    chart: Literal["dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"] = "dra-driver-nvidia-gpu"
-    version: str = "0.4.1"
-    repository: str | None = Field(
-        default=None,
-        description="Default: the catalog's charts.mirror, else oci://registry.k8s.io/dra-driver-nvidia/charts for "
-        "dra-driver-nvidia-gpu, https://helm.ngc.nvidia.com/nvidia for the 25.x chart nvidia-dra-driver-gpu (only "
-        "published there)",
-    )
-    namespace: str = "nvidia-dra-driver-gpu"
-    compute_domains: bool = Field(default=False, alias="computeDomains", description="ComputeDomains (MNNVL/IMEX)")
-    upgrade_from_25x: bool = Field(
-        default=False,
-        alias="upgradeFrom25x",
-        description="Keep resource names of an existing nvidia-dra-driver-gpu 25.x release (nameOverride)",
-    )
-    timeout_seconds: int = Field(default=600, alias="timeoutSeconds", gt=0)
-    values: dict[str, Any] = Field(default_factory=dict, description="Deep-merged over the derived values")
-
-    def chart_repository(self, mirror: str | None = None) -> str:
-        """Where the chart comes from: the cluster's own repository, else the fleet's mirror, else where the
-        chart is published."""
-        if self.repository is not None:
-            return self.repository
-        if mirror is not None:
-            return mirror
-        if self.chart == "nvidia-dra-driver-gpu":
-            return NGC_REPOSITORY
-        return "oci://registry.k8s.io/dra-driver-nvidia/charts"
 
 
 class KueueQueue(Strict):
