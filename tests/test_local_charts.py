@@ -352,7 +352,6 @@ def test_the_sandbox_deploys_through_the_fleets_mirror_and_ships_local_charts(
 ) -> None:
     from themelio_gpu.sandbox import chart_repository, deploy, inventory
     from themelio_gpu.sandbox.cluster import Sandbox
-    from themelio_gpu.sandbox.errors import SandboxUsageError
 
     crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.example.com}\n"
     archive = pack(
@@ -365,18 +364,25 @@ def test_the_sandbox_deploys_through_the_fleets_mirror_and_ships_local_charts(
     _archive(tmp_path, data=archive)
     plan = _plan(paths)
     assert not chart_repository.mirror_is_local_folder(plan)
-    chart_repository.check_reachable(plan)
+    assert chart_repository.own_repositories(plan) == {}
     sandbox = Sandbox(plan.name)
     monkeypatch.setattr(Sandbox, "state", lambda self: {"chartRepository": "http://127.0.0.1:4321"})
     assert deploy.mirror_environment(plan, sandbox) == {CHART_MIRROR_ENV: "http://127.0.0.1:4321"}
-    # The override file points Terraform at the sandbox, never at a chart repository.
-    assert "resource" not in deploy._override(plan, sandbox)
+    # The override file points Terraform at the sandbox, not at a chart repository: the stack's own sources stay.
+    stack = {
+        "resource": {"helm_release": {"gpu_operator": {"chart": "./assets/x.tgz"}, "dra": {"repository": "u"}}}
+    }
+    assert "resource" not in deploy._override(plan, sandbox, stack)
     # What Helm keeps after uninstall is read from the archive the stack installs.
     assert "CustomResourceDefinition//x.example.com" in inventory.kept_by_helm(plan, tmp_path / "no-cache")
-    # A repository the cluster file names itself is out of the sandbox's reach: refused before anything starts.
-    paths = _project(tmp_path, cluster(gpuOperator={"repository": "https://charts.corp.example/nvidia"}))
-    with pytest.raises(SandboxUsageError, match=r"gpuOperator.repository: https://charts.corp.example/nvidia: "):
-        chart_repository.check_reachable(_plan(paths))
+    # A repository the cluster file names itself is out of the sandbox's reach: that release alone installs from
+    # the sandbox's repository, by the override file; the other still comes through the mirror.
+    own = "https://charts.corp.example/nvidia"
+    plan = _plan(_project(tmp_path, cluster(gpuOperator={"repository": own})))
+    assert chart_repository.own_repositories(plan) == {own: "gpuOperator.repository"}
+    stack = {"resource": {"helm_release": {"gpu_operator": {"repository": own}, "dra": {"repository": "u"}}}}
+    replaced = deploy._override(plan, sandbox, stack)["resource"]
+    assert replaced == {"helm_release": {"gpu_operator": {"repository": "http://127.0.0.1:4321"}}}
     # A fleet whose mirror is a local chart folder keeps it in the sandbox too.
     paths = _project(tmp_path, cluster(), charts={"mirror": "charts"})
     _archive(tmp_path, "dra-driver-nvidia-gpu-0.4.1.tgz")

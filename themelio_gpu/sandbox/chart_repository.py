@@ -8,7 +8,8 @@ The server runs in its own session until `down` stops it by the pid recorded in 
 The stack is pointed at it the way a fleet is pointed at its mirror: the sandbox synthesizes it with the
 server's address as the fleet's mirror ($THEMELIO_CHART_MIRROR, docs/charts.md), so the stack's own chart
 sources are what is deployed. A chart from a local chart folder needs no server: the stack ships it (an asset).
-A chart from a repository the cluster file names itself cannot be reached from the sandbox: refused up front.
+A release whose cluster file names a repository address of its own is the one exception: the sandbox cannot
+reach that address, so that release alone is pointed at the sandbox's repository by an override file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan, HelmReleaseSpec
-from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
+from themelio_gpu.sandbox.errors import SandboxError
 
 
 def _own_sources(plan: ClusterPlan) -> list[tuple[HelmReleaseSpec, str, str | None]]:
@@ -35,22 +36,10 @@ def _own_sources(plan: ClusterPlan) -> list[tuple[HelmReleaseSpec, str, str | No
     return [(release, key, own) for release, (key, own) in zip(plan.releases, keys, strict=False)]
 
 
-def own_repositories(plan: ClusterPlan) -> list[str]:
-    """The releases whose cluster file names a repository address of its own, as `<key>.repository: <address>`:
-    the sandbox's mirror does not replace those (the stack installs from the cluster's own repository)."""
-    return [f"{key}.repository: {own}" for release, key, own in _own_sources(plan) if release.repository and own]
-
-
-def check_reachable(plan: ClusterPlan) -> None:
-    """SandboxUsageError when a chart would come from a repository the cluster file names itself."""
-    own = own_repositories(plan)
-    if own:
-        raise SandboxUsageError(
-            f"{plan.file}: {'; '.join(own)}: the sandbox cannot reach a repository a cluster file names, and its "
-            "own chart repository stands in for the fleet's mirror only (the catalog's charts.mirror), which such "
-            "a release does not use. To try this cluster on a sandbox, leave the key out (the release then "
-            "installs from the fleet's mirror) or name a local chart folder holding the chart"
-        )
+def own_repositories(plan: ClusterPlan) -> dict[str, str]:
+    """{address: `<key>.repository`} of each release whose cluster file names a repository address of its own:
+    the fleet's mirror does not replace it, and the sandbox cannot reach it."""
+    return {own: f"{key}.repository" for release, key, own in _own_sources(plan) if release.repository and own}
 
 
 def mirror_is_local_folder(plan: ClusterPlan) -> bool:

@@ -198,7 +198,11 @@ def up(
         raise SandboxUsageError(
             f"a sandbox of {plan.name} is up already ({sandbox.folder}); `sandbox down {plan.name}` first"
         )
-    chart_repository.check_reachable(plan)
+    for address, key in chart_repository.own_repositories(plan).items():
+        say(
+            f"sandbox: {plan.file}: {key} {address} is out of the sandbox's reach: that release installs from the "
+            "sandbox's chart repository instead (an override file; every other chart comes as the stack says)"
+        )
     if port is not None and not _port_free(port):
         raise SandboxUsageError(f"port {port} on 127.0.0.1 is in use: choose another with --port, or leave it out")
     args = feature_gate_args(plan.definition)

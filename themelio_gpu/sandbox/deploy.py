@@ -87,7 +87,6 @@ def _kubeconfig_for(plan: ClusterPlan, sandbox: Sandbox) -> tuple[Path, dict[str
 def mirror_environment(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, str]:
     """What the synthesis gets to install from the sandbox's chart repository: it as the fleet's mirror (none
     when the fleet's mirror is a local chart folder: its charts ship with the stack, as everywhere)."""
-    chart_repository.check_reachable(plan)
     if chart_repository.mirror_is_local_folder(plan):
         return {}
     url = sandbox.state().get("chartRepository")
@@ -122,12 +121,20 @@ def _api_access(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
     }
 
 
-def _override(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
+def _override(plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any]) -> dict[str, Any]:
+    """The sandbox's state and API access; and, for a release whose cluster file names a repository address of
+    its own (out of the sandbox's reach), the sandbox's chart repository as that release's repository."""
     override: dict[str, Any] = {
         "terraform": {"backend": {"local": {"path": str(sandbox.folder / "terraform.tfstate")}}},
     }
     if plan.definition.access.api is not None:
         override["provider"] = _api_access(plan, sandbox)
+    own = chart_repository.own_repositories(plan)
+    releases = stack.get("resource", {}).get("helm_release", {})
+    replaced = sorted(name for name, release in releases.items() if release.get("repository") in own)
+    if replaced:
+        url = sandbox.state()["chartRepository"]
+        override["resource"] = {"helm_release": {name: {"repository": url} for name in replaced}}
     return override
 
 
@@ -184,7 +191,10 @@ def prepare(
     """Synthesize the stack into the sandbox and point it at the sandbox; returns its folder and environment."""
     mirror = mirror_environment(plan, sandbox)
     stack_dir = _synthesize(plan, sandbox, catalog, stacks_dir, mirror)
-    (stack_dir / "sandbox_override.tf.json").write_text(json.dumps(_override(plan, sandbox), indent=2) + "\n")
+    stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+    (stack_dir / "sandbox_override.tf.json").write_text(
+        json.dumps(_override(plan, sandbox, stack), indent=2) + "\n"
+    )
     kubeconfig, content = _kubeconfig_for(plan, sandbox)
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     kubeconfig.write_text(yaml.safe_dump(content))
