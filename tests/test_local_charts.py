@@ -61,6 +61,10 @@ def _problems(paths: InputPaths, tmp_path: Path) -> list[str]:
     return [str(p).replace(f"{tmp_path}/", "") for p in raised.value.problems]
 
 
+def _fleet(paths: InputPaths) -> list[str]:
+    return ["--catalog", str(paths.catalog), "--stacks-dir", str(paths.stacks_dir)]
+
+
 def _plan(paths: InputPaths) -> ClusterPlan:
     return load_fleet(paths.catalog, paths.stacks_dir).clusters[0]
 
@@ -272,15 +276,7 @@ def test_check_names_a_changed_asset_by_size_and_sha256(
     _archive(tmp_path)
     out = tmp_path / "out"
     synthesize_files(paths, out, progress=None)
-    flags = [
-        "check",
-        "--catalog",
-        str(paths.catalog),
-        "--stacks-dir",
-        str(paths.stacks_dir),
-        "--against",
-        str(out),
-    ]
+    flags = ["check", *_fleet(paths), "--against", str(out)]
     assert main(flags) == 0
     (asset,) = (out / "stacks" / "test" / "assets").rglob("*.tgz")
     asset.write_bytes(b"tampered")
@@ -308,15 +304,7 @@ def test_changed_sees_an_archive_change_behind_an_unchanged_cluster_file(
     _archive(tmp_path)
     base = tmp_path / "base"
     synthesize_files(paths, base, progress=None)
-    flags = [
-        "changed",
-        "--catalog",
-        str(paths.catalog),
-        "--stacks-dir",
-        str(paths.stacks_dir),
-        "--base",
-        str(base),
-    ]
+    flags = ["changed", *_fleet(paths), "--base", str(base)]
     edited = chart("gpu-operator", "v26.3.3", **{"cm.yaml": "kind: ConfigMap\n"})
     # Each run keeps what it checked in the cache (the same one here): the archive decides every time.
     for data, status in ((edited, "changed"), (None, "unchanged"), (edited, "changed")):
@@ -340,7 +328,7 @@ def test_charts_fetch_unpacks_a_local_chart_into_the_cache(
     _archive(tmp_path)
     _archive(tmp_path, "dra-driver-nvidia-gpu-0.4.1.tgz")
     cache = tmp_path / "cache"
-    flags = ["--catalog", str(paths.catalog), "--stacks-dir", str(paths.stacks_dir), "--cache", str(cache)]
+    flags = [*_fleet(paths), "--cache", str(cache)]
     assert main(["charts", "fetch", *flags]) == 0  # no helm needed: nothing is pulled
     assert "gpu-operator v26.3.3: unpacked from charts/gpu-operator-v26.3.3.tgz" in capsys.readouterr().out
     assert sorted(p.name for p in cache.iterdir()) == ["dra-driver-nvidia-gpu-0.4.1", "gpu-operator-v26.3.3"]
