@@ -65,6 +65,14 @@ def _fleet(paths: InputPaths) -> list[str]:
     return ["--catalog", str(paths.catalog), "--stacks-dir", str(paths.stacks_dir)]
 
 
+def _synthesized_with_local_chart(tmp_path: Path, folder: str) -> tuple[InputPaths, Path]:
+    """A one-cluster project whose GPU Operator chart comes from charts/, synthesized into `folder`."""
+    paths = _project(tmp_path, cluster(gpuOperator={"repository": "charts"}))
+    _archive(tmp_path)
+    synthesize_files(paths, tmp_path / folder, progress=None)
+    return paths, tmp_path / folder
+
+
 def _plan(paths: InputPaths) -> ClusterPlan:
     return load_fleet(paths.catalog, paths.stacks_dir).clusters[0]
 
@@ -272,10 +280,7 @@ def test_an_edited_archive_writes_its_stack_again_and_replaces_its_asset(tmp_pat
 def test_check_names_a_changed_asset_by_size_and_sha256(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    paths = _project(tmp_path, cluster(gpuOperator={"repository": "charts"}))
-    _archive(tmp_path)
-    out = tmp_path / "out"
-    synthesize_files(paths, out, progress=None)
+    paths, out = _synthesized_with_local_chart(tmp_path, "out")
     flags = ["check", *_fleet(paths), "--against", str(out)]
     assert main(flags) == 0
     (asset,) = (out / "stacks" / "test" / "assets").rglob("*.tgz")
@@ -300,10 +305,7 @@ def test_a_removed_clusters_folder_with_its_assets_is_removed(tmp_path: Path) ->
 def test_changed_sees_an_archive_change_behind_an_unchanged_cluster_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    paths = _project(tmp_path, cluster(gpuOperator={"repository": "charts"}))
-    _archive(tmp_path)
-    base = tmp_path / "base"
-    synthesize_files(paths, base, progress=None)
+    paths, base = _synthesized_with_local_chart(tmp_path, "base")
     flags = ["changed", *_fleet(paths), "--base", str(base)]
     edited = chart("gpu-operator", "v26.3.3", **{"cm.yaml": "kind: ConfigMap\n"})
     # Each run keeps what it checked in the cache (the same one here): the archive decides every time.
