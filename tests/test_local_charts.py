@@ -30,20 +30,20 @@ from themelio_gpu.inputs.problems import InputError
 from themelio_gpu.outputs.synth import synthesize, synthesize_files
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan, Fleet
-from themelio_gpu.settings import CHART_MIRROR_ENV, InputPaths
+from themelio_gpu.settings import CHART_MIRROR_ENV, DEFAULT_CATALOG, DEFAULT_STACKS_DIR, InputPaths
 
 FLEET = FIXTURES / "fleets" / "local-charts"
 OPERATOR = "gpu-operator-v26.3.3.tgz"
 
 
 def _project(tmp_path: Path, *clusters: dict[str, Any], **catalog: Any) -> InputPaths:
-    """A project in tmp_path/proj: catalog/gpu-catalog.yaml (the example's, keys replaced), stacks/, and an
-    empty charts/."""
+    """A project in tmp_path/proj laid out as a fork is (the example's catalog, keys replaced; cluster files),
+    and an empty charts/."""
     root = tmp_path / "proj"
-    (root / "catalog").mkdir(parents=True, exist_ok=True)
+    path = root / DEFAULT_CATALOG
+    path.parent.mkdir(parents=True, exist_ok=True)
     (root / "charts").mkdir(exist_ok=True)
     data = {**yaml.safe_load(EXAMPLE_CATALOG.read_text(encoding="utf-8")), **catalog}
-    path = root / "catalog" / "gpu-catalog.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return InputPaths(*write_fleet(root, list(clusters), path))
 
@@ -96,7 +96,7 @@ def test_the_fixture_archive_is_its_chart_source_packaged() -> None:
 
 @pytest.fixture(scope="module")
 def local_fleet() -> Fleet:
-    return load_fleet(FLEET / "catalog" / "gpu-catalog.yaml", FLEET / "stacks")
+    return load_fleet(FLEET / DEFAULT_CATALOG, FLEET / DEFAULT_STACKS_DIR)
 
 
 def test_the_stack_ships_the_archive_and_installs_it_by_its_path(
@@ -398,7 +398,7 @@ def test_atlantis_plans_a_stack_again_when_a_chart_it_ships_changes(
     )
     _archive(tmp_path)
     monkeypatch.chdir(tmp_path / "proj")  # the repository root
-    inputs = ["--catalog", "catalog/gpu-catalog.yaml", "--stacks-dir", "stacks"]
+    inputs = ["--catalog", str(DEFAULT_CATALOG), "--stacks-dir", str(DEFAULT_STACKS_DIR)]
     assert main(["pipeline", "atlantis", *inputs, "--output", "atlantis.yaml"]) == 0
     projects = yaml.safe_load(Path("atlantis.yaml").read_text(encoding="utf-8"))["projects"]
     # As Atlantis matches them: each pattern joined to the project's folder.

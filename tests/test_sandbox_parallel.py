@@ -15,6 +15,7 @@ import pytest
 
 from themelio_gpu.sandbox import cluster, parallel, workflow
 from themelio_gpu.sandbox.errors import SandboxUsageError
+from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 FLEETS = ROOT / "tests" / "fixtures" / "fleets"
@@ -155,7 +156,7 @@ def test_control_planes_start_one_at_a_time(tmp_path: Path, monkeypatch: pytest.
     [
         ({"fleets": ["a"], "catalog": "c.yaml"}, "leave out --catalog and --stacks-dir"),
         ({"fleets": ["a", "b"], "clusters": ["gpu-east"]}, "with one --fleet only"),
-        ({"fleets": ["nowhere"]}, "--fleet: nowhere has no catalog/gpu-catalog.yaml and no stacks/ (a fleet's"),
+        ({"fleets": ["nowhere"]}, f"--fleet: nowhere has no {DEFAULT_CATALOG} and no {DEFAULT_STACKS_DIR}/ (a"),
     ],
 )
 def test_fleets_given_wrongly_are_one_clear_message(overrides: dict[str, object], message: str) -> None:
@@ -166,6 +167,5 @@ def test_fleets_given_wrongly_are_one_clear_message(overrides: dict[str, object]
 def test_each_fleet_is_its_catalog_and_stacks_folder() -> None:
     fleets = workflow._fleets(_args(fleets=[str(FLEETS / "example"), str(FLEETS / "own-names")]))
     assert [(p.catalog, p.stacks_dir) for p in fleets] == [
-        (FLEETS / "example" / "catalog" / "gpu-catalog.yaml", FLEETS / "example" / "stacks"),
-        (FLEETS / "own-names" / "catalog" / "gpu-catalog.yaml", FLEETS / "own-names" / "stacks"),
+        (FLEETS / name / DEFAULT_CATALOG, FLEETS / name / DEFAULT_STACKS_DIR) for name in ("example", "own-names")
     ]
