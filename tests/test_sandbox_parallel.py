@@ -23,8 +23,8 @@ FLEETS = ROOT / "tests" / "fixtures" / "fleets"
 
 def _args(**overrides: object) -> argparse.Namespace:
     values: dict[str, object] = {
-        "catalog": None, "stacks_dir": None, "fleets": [], "clusters": [], "every": False, "runner": "terraform", "probe": False,
-        "charts": None, "jobs": 1,
+        "catalog": None, "stacks_dir": None, "fleets": [], "clusters": [], "every": False, "runner": "terraform",
+        "probe": False, "charts": None, "jobs": 1,
     }  # fmt: skip
     values.update(overrides)
     return argparse.Namespace(**values)

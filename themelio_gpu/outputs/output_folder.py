@@ -2,8 +2,8 @@
 
 The engine (cdktf) writes a synthesis into a staging folder inside the output folder (`.synth-<random>/`,
 the same file system, so moving is a rename). `commit()` then moves each stack's files over the old ones,
-one `os.replace` per file, then the manifest and the record of the stacks' inputs (stack_inputs.py); a stack folder's other files (`.terraform/`, the lock
-file, local state) stay where they are. While it runs, SIGINT/SIGTERM/SIGHUP are held back
+one `os.replace` per file, then the manifest and the record of the stacks' inputs (stack_inputs.py); a
+stack folder's other files (`.terraform/`, the lock file, local state) stay where they are. While it runs, SIGINT/SIGTERM/SIGHUP are held back
 (interrupts.deferred), so an interrupted run leaves the whole old output (before the commit) or the whole
 new one (after it). A SIGKILL can stop the commit between two files, but every file is then the old or the
 new one, never a truncated one (a rename replaces a file in one step).

@@ -37,8 +37,8 @@ _CODE_SUFFIXES = (".py", ".js", ".json")
 
 def canonical(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """`value` as plain JSON data, the same for equal values in any process: dataclasses and pydantic models
-    by field (less a dataclass's fields marked `NOT_AN_INPUT`), mappings by sorted key, sets sorted. Anything else is a TypeError (a plan that holds something
-    this cannot see would make digests lie).
+    by field (less a dataclass's fields marked `NOT_AN_INPUT`), mappings by sorted key, sets sorted. Anything
+    else is a TypeError (a plan that holds something this cannot see would make digests lie).
 
     `memo` (id -> result) keeps the result of each dataclass, model and mapping met: the catalog's
     offerings and products, which every plan shares, are turned once per fleet, not once per cluster."""

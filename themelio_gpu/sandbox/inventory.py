@@ -98,8 +98,8 @@ def record_baseline(sandbox: Sandbox, toolbox: Toolbox) -> None:
 
 def kept_by_helm(plan: ClusterPlan, charts: Path) -> set[str]:
     """What Helm leaves after `uninstall` by design, never the stack's to remove: the CRDs of each chart's
-    `crds/` folders, which Helm never deletes (helm.sh/docs/chart_best_practices/custom_resource_definitions), and the namespace Helm created
-    for a release (`create_namespace`; `helm uninstall` leaves it)."""
+    `crds/` folders, which Helm never deletes (helm.sh/docs/chart_best_practices/custom_resource_definitions),
+    and the namespace Helm created for a release (`create_namespace`; `helm uninstall` leaves it)."""
     kept = {f"Namespace//{release.namespace}" for release in plan.releases}
     for release in plan.releases:
         # The chart the stack installs: a local chart folder's archive (shipped with the stack), else the cache's.
