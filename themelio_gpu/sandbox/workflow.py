@@ -30,7 +30,7 @@ from themelio_gpu.sandbox import (
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
-from themelio_gpu.sandbox.tools import Toolbox, toolbox
+from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
 from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR, InputPaths, chart_cache, input_paths
 from themelio_gpu.words import count
 
@@ -41,11 +41,11 @@ UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm", "karpenter-crds")
 
 
 def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
-    """The tools these clusters' sandboxes need: the control plane at each one's version; to deploy, the
-    provider stand-ins (and OpenTofu with --with tofu)."""
+    """The tools these clusters' sandboxes need: the control plane at each one's version; to deploy, HashiCorp's
+    providers the stacks pin (and OpenTofu with --with tofu)."""
     needed = {*UP_TOOLS, *(cluster.kubernetes_tool(p.definition) for p in plans)}
     if runner is not None:
-        needed.add("provider-standin")
+        needed |= deploy.provider_tools()
         if runner == "tofu":
             needed.add("opentofu")
     return toolbox(tuple(sorted(needed)))
@@ -71,6 +71,13 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _start(plan: ClusterPlan, tools: Toolbox, args: argparse.Namespace) -> None:
+    substitutes = (
+        ""
+        if registry_providers()
+        else deploy.describe_substitutes(deploy.provider_uses(deploy.engine_pins(), tools.tools))
+    )
+    if substitutes:
+        _say(f"sandbox: {plan.name}: {substitutes}")
     sandbox = cluster.up(plan, tools, chart_cache(args.charts), port=args.port, keep=args.keep, say=_say)
     try:
         inventory.record_baseline(sandbox, tools)
