@@ -1,8 +1,10 @@
 """The sandbox on a real control plane: the built kube-apiserver, controller-manager, scheduler, etcd and kwok.
 
 Needs the tools of `make sandbox-tools` (skipped with the reason without them; in CI nothing skips). Each
-test's sandboxes live in its tmp_path, and each test checks that nothing of them is left: no process whose
-command line names the sandbox's folder, no folder.
+test's sandboxes live in its tmp_path, and each test checks that nothing of them is left: no folder, and no
+process whose environment names the test's sandboxes' folder (THEMELIO_SANDBOX_DIR, which every command and
+every process of its sandboxes inherit; a check of the tests only: the sandbox itself knows its processes by
+the identities its supervisor recorded).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 
 from tests.builders import cluster, fleet_of, plan_of, write_fleet
 from tests.requirements import ROOT, unavailable
+from tests.sandbox_processes import processes_of
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError
@@ -47,13 +50,10 @@ def sandboxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     root = tmp_path / "sandboxes"
     monkeypatch.setenv("THEMELIO_SANDBOX_DIR", str(root))
     yield root
-    survivors = _processes_naming(root)
+    survivors = processes_of(root)
     for pid in survivors:  # never leave one behind, even when the test failed
         os.kill(pid, signal.SIGKILL)
     assert not survivors, f"processes outlived the sandbox: {survivors}"
-
-
-_processes_naming = sandbox_cluster.processes_in
 
 
 def _charts(tmp_path: Path) -> Path:
@@ -143,10 +143,10 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
         _quantities_read_back_as_canonical_quantity_writes_them(tools, sandbox)
         _one_field_manager_for_labels_and_taints_erases_the_labels(tools, sandbox, plan)
     finally:
-        sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+        sandbox_cluster.down(plan.name, say=lambda _: None)
     assert not sandbox.folder.exists()
     assert not sandboxes.exists()  # the sandboxes' folder goes with its last sandbox
-    assert not _processes_naming(sandboxes)
+    assert not processes_of(sandboxes)
 
 
 def _apply(tools: Toolbox, sandbox: sandbox_cluster.Sandbox, manager: str, document: dict[str, Any]) -> None:
@@ -231,7 +231,7 @@ def test_an_old_kubernetes_without_the_gate_drops_extended_resource_name_as_vali
             stored = _kubectl(tools, sandbox, "get", "deviceclass", "probe")
             kept[label] = stored["spec"].get("extendedResourceName")
         finally:
-            sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+            sandbox_cluster.down(plan.name, say=lambda _: None)
     assert kept == {"ungated": None, "gated": "nvidia.com/probe"}
 
 
@@ -273,15 +273,16 @@ def test_a_signal_during_up_leaves_no_process_port_or_folder(
     port = _free_port()
     process = _sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not _processes_naming(sandboxes / "live" / "kwok"):
+    pids = sandboxes / "live" / "kwok" / "clusters" / "themelio-live" / "pids"
+    while time.monotonic() < deadline and not list(pids.glob("*.pid")):
         time.sleep(0.1)  # the control plane's processes are starting
-    assert _processes_naming(sandboxes / "live" / "kwok"), "the control plane never started"
+    assert list(pids.glob("*.pid")), "the control plane never started"
     process.send_signal(signum)
     _out, err = process.communicate(timeout=120)
     assert process.returncode == 128 + signum, err
     assert err.strip().splitlines()[-1] == f"interrupted ({signal.Signals(signum).name})"
     assert not (sandboxes / "live").exists()
-    assert not _processes_naming(sandboxes)
+    assert not processes_of(sandboxes)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # the API server's port is free again
 
@@ -349,7 +350,7 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         report, trial = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, tools)
     finally:
         deploy.execute("destroy", "terraform", plan, sandbox, tools, catalog, stacks)
-        sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+        sandbox_cluster.down(plan.name, say=lambda _: None)
     assert all(row.agrees for row in rows), probe.as_table(rows)
     assert sum(row.cel_checked for row in rows) >= 2  # the whole GPU and the MIG slice, asked of the evaluator
     assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons, [])
