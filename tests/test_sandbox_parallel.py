@@ -152,3 +152,78 @@ def test_each_fleet_is_its_catalog_and_stacks_folder() -> None:
     assert [(p.catalog, p.stacks_dir) for p in fleets] == [
         (FLEETS / name / DEFAULT_CATALOG, FLEETS / name / DEFAULT_STACKS_DIR) for name in ("example", "own-names")
     ]
+
+
+def test_a_child_killed_before_its_teardown_has_its_sandbox_ended_by_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each child starts a process of its sandbox through the supervisor, then dies by SIGKILL (as a child the
+    # check kills after TEARDOWN_GRACE): the check ends that process and removes the folder.
+    root = tmp_path / "sandboxes"
+    monkeypatch.setenv(cluster.SANDBOX_DIR_ENV, str(root))
+    program = f"""
+import os, signal, sys
+from pathlib import Path
+from themelio_gpu.sandbox.supervisor import Supervisor
+folder = Path({str(root)!r}) / sys.argv[1]
+supervisor = Supervisor(folder)
+supervisor.claim()
+process = supervisor.start("server", ["sleep", "60"], log=folder / "server.log")
+print(process.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    _child(monkeypatch, program)
+    runs = [parallel.Run(name, tmp_path / "c.yaml", tmp_path / "stacks") for name in ("gpu-east", "gpu-east-2")]
+    results = parallel.run_all(runs, _args(), jobs=2)
+    assert [(label, code) for label, code, _ in results] == [("gpu-east", -9), ("gpu-east-2", -9)]
+    out = capsys.readouterr().out.splitlines()
+    servers = [int(out[out.index(line) + 1]) for line in out if line.startswith("----- sandbox run ")]
+    assert len(servers) == 2 and not any(Path(f"/proc/{pid}").exists() and _running(pid) for pid in servers)
+    assert (
+        "sandbox check: gpu-east: its sandbox was left behind: its processes are ended and its folder removed"
+        in out
+    )
+    assert not root.exists()
+
+
+def _running(pid: int) -> bool:
+    from themelio_gpu.sandbox.supervisor import stat
+
+    found = stat(pid)
+    return found is not None and found[0] not in "ZX"
+
+
+def test_a_kill_9_of_the_check_still_gives_every_child_its_teardown(tmp_path: Path) -> None:
+    # As test_an_interrupt_gives_every_child_its_teardown, but the check gets SIGKILL: it can end nothing,
+    # and the kernel gives each child SIGTERM (parallel.follow_parent).
+    script = f"""
+import argparse, sys
+from pathlib import Path
+from themelio_gpu.sandbox import parallel
+folder = Path({str(tmp_path)!r})
+child = '''
+import pathlib, signal, sys, time
+from themelio_gpu.sandbox import parallel
+folder = pathlib.Path({str(tmp_path)!r})
+def down(signum, frame):
+    (folder / (sys.argv[1] + ".down")).write_text("torn down")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, down)
+parallel.follow_parent()
+(folder / (sys.argv[1] + ".up")).write_text("up")
+time.sleep(120)
+'''
+parallel.Run.command = lambda self, args: [sys.executable, "-c", child, self.cluster]
+args = argparse.Namespace(runner="terraform", charts=None, probe=False)
+parallel.run_all([parallel.Run(n, folder, folder) for n in ("a", "b")], args, jobs=2)
+"""
+    check = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not ((tmp_path / "a.up").exists() and (tmp_path / "b.up").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check.kill()
+    check.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while not ((tmp_path / "a.down").exists() and (tmp_path / "b.down").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.down", "a.up", "b.down", "b.up"]

@@ -53,8 +53,9 @@ GRACE = 5.0
 """Seconds a process has to end after SIGTERM before SIGKILL."""
 COMMAND = "command-"
 """Records of `sandbox` commands working on the sandbox: `command-<pid>`."""
-_GATE = 'read -r _ <&3 || exit 125; exec 3<&-; exec "$@"'
-"""The child's first step (sh): wait for the go on fd 3; a closed pipe (the starter died) exits unrun."""
+_GATE = 'read -r _ || exit 125; exec "$@" </dev/null'
+"""The child's first step (sh): wait for the go on its standard input, a pipe from the starter (a pipe closed
+unwritten: the starter died, and the child exits unrun); then run the command, with no input."""
 _POLL = 0.05
 
 
@@ -108,12 +109,6 @@ def _ancestors() -> set[int]:
         except (OSError, ValueError, IndexError):
             break
     return found
-
-
-def _reap(pid: int) -> None:
-    """Collect a child of this process that has ended (a zombie holds no port, but counts in ps)."""
-    with suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 class Supervisor:
@@ -202,9 +197,8 @@ class Supervisor:
         try:
             with log.open("ab") as out:
                 child = subprocess.Popen(
-                    ["/bin/sh", "-c", _GATE, "themelio-sandbox", *command], pass_fds=(read_end,),
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                    env=environment, cwd=cwd,
+                    ["/bin/sh", "-c", _GATE, "themelio-sandbox", *command], stdin=read_end, stdout=out,
+                    stderr=subprocess.STDOUT, start_new_session=True, env=environment, cwd=cwd,
                 )  # fmt: skip
         except BaseException:
             os.close(write_end)
@@ -326,9 +320,7 @@ class Supervisor:
             info = stat(pid)
             if info is None or info[1] not in groups or pid in own:
                 continue
-            if info[0] in "ZX":
-                _reap(pid)
-            elif groups[info[1]] or (tag is not None and carries(pid, tag)):
+            if info[0] not in "ZX" and (groups[info[1]] or (tag is not None and carries(pid, tag))):
                 found.append((pid, info[2]))
         return found
 
@@ -401,9 +393,7 @@ class Supervisor:
             info = stat(pid)
             if info is None or pid in own or info[1] in outside:
                 continue
-            if info[0] in "ZX":
-                _reap(pid)
-            elif carries(pid, tag):
+            if info[0] not in "ZX" and carries(pid, tag):
                 found.append((pid, info[2]))
         return found
 
