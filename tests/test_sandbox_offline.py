@@ -195,6 +195,39 @@ def test_only_what_the_control_plane_alone_wrote_and_nothing_owns_is_its_own() -
     assert not inventory.made_by_control_plane(item())
 
 
+def test_every_kind_discovery_lists_is_compared_serviceaccounts_and_controllerrevisions_included() -> None:
+    discovered = ["serviceaccounts", "controllerrevisions.apps", "events", "leases.coordination.k8s.io",
+                  "nodes", "clusterroles.rbac.authorization.k8s.io", "widgets.example.com"]  # fmt: skip
+    assert inventory.compared_kinds(discovered) == [
+        "serviceaccounts", "controllerrevisions.apps", "clusterroles.rbac.authorization.k8s.io", "widgets.example.com"
+    ]  # fmt: skip
+    assert all(reason for reason in inventory.NOT_COMPARED.values())
+
+    def item(kind: str, name: str, manager: str, owner: bool = False) -> dict[str, Any]:
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": "gpu-operator",
+            "managedFields": [{"manager": manager}],
+        }
+        if owner:
+            metadata["ownerReferences"] = [{"kind": "DaemonSet", "name": "nvidia-driver"}]
+        return {"kind": kind, "metadata": metadata}
+
+    items = [
+        item("ServiceAccount", "gpu-operator", "helm"),  # the chart's: the stack's to remove
+        item("ServiceAccount", "default", "kube-controller-manager"),  # every namespace's, Helm's kept ones too
+        item(
+            "ControllerRevision", "nvidia-driver-5d4f", "kube-controller-manager", owner=True
+        ),  # the GC's to remove
+        item("ConfigMap", "kube-root-ca.crt", "kube-controller-manager"),
+    ]
+    assert inventory.objects_of(items, control_plane_own=False) == {
+        "ServiceAccount/gpu-operator/gpu-operator": False,
+        "ControllerRevision/gpu-operator/nvidia-driver-5d4f": True,
+    }
+    assert "ServiceAccount/gpu-operator/default" in inventory.objects_of(items)  # the baseline keeps everything
+
+
 def test_a_device_the_scheduler_allocated_is_asked_of_the_offline_cel_evaluator() -> None:
     slices = {
         "apiVersion": "v1",
