@@ -304,3 +304,28 @@ def test_daemonset_pods_count_as_placed_once_the_controller_has_caught_up_and_bo
     assert not settled([daemonset], [pod("a")])  # the controller has not made the second
     behind = {**daemonset, "status": {"observedGeneration": 1, "desiredNumberScheduled": 2}}
     assert not settled([behind], [pod("a"), pod("b")])  # the controller has not seen the spec yet
+
+
+def test_every_port_of_the_control_plane_is_one_the_kernel_hands_out_given_to_kwokctl(tmp_path: Path) -> None:
+    import socket
+
+    from themelio_gpu.sandbox import control_plane
+
+    ports = control_plane.free_ports(len(control_plane.PORTS))
+    assert len(set(ports)) == len(ports) and all(port > 0 for port in ports)
+    for port in ports:  # free for the component that binds it next
+        with socket.socket() as probe:
+            probe.bind(("0.0.0.0", port))
+    assert ports[0] not in control_plane.free_ports(50, besides=ports[0])  # never the port --port names
+    plan = _plan(tmp_path, _pools(WHOLE, kubernetesVersion="1.35", featureGates=ALL_GATED))
+    flags = sandbox_cluster.feature_gate_args(plan.definition)
+    config = json.loads(control_plane.configuration(flags, dict(zip(control_plane.PORTS, ports, strict=True))))
+    # The option of KwokctlConfiguration v1alpha1 (kwok 0.8.0) for the port of each component of the binary
+    # runtime: kube-apiserver, etcd (client and peer), kube-controller-manager, kube-scheduler, kwok-controller.
+    assert config["options"] == {
+        "kubeApiserverPort": ports[0], "etcdPort": ports[1], "etcdPeerPort": ports[2],
+        "kubeControllerManagerPort": ports[3], "kubeSchedulerPort": ports[4], "kwokControllerPort": ports[5],
+    }  # fmt: skip
+    assert config["componentsPatches"][0] == {"name": "kube-apiserver", "extraArgs": [
+        {"key": "emulated-version", "value": "1.35"}, {"key": "feature-gates", "value": "DRAExtendedResource=true"}
+    ]}  # fmt: skip
