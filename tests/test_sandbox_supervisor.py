@@ -40,7 +40,7 @@ def _wait_for(check: object, seconds: float = 20.0) -> None:
     assert check(), "never happened"  # type: ignore[operator]
 
 
-def _python(tmp_path: Path, program: str) -> subprocess.Popen[str]:
+def _python(program: str) -> subprocess.Popen[str]:
     """A command of its own (as `sandbox up` is), running `program` with the supervisor importable."""
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(program)], cwd=ROOT, text=True, stdout=subprocess.PIPE
@@ -66,7 +66,7 @@ def test_a_started_process_is_recorded_in_a_session_of_its_own_and_carries_the_t
 
 def test_a_process_outlives_the_command_that_started_it_until_another_stops_it(tmp_path: Path) -> None:
     folder = tmp_path / "east"
-    up = _python(tmp_path, f"""
+    up = _python(f"""
         from pathlib import Path
         from themelio_gpu.sandbox.supervisor import Supervisor
         s = Supervisor(Path({str(folder)!r})); s.claim()
@@ -82,7 +82,7 @@ def test_a_process_outlives_the_command_that_started_it_until_another_stops_it(t
 def test_nothing_runs_unrecorded_when_the_starter_dies_before_the_record(tmp_path: Path) -> None:
     """kill -9 of the starting command between the process's start and its record: the command never runs."""
     folder, marker = tmp_path / "east", tmp_path / "ran"
-    up = _python(tmp_path, f"""
+    up = _python(f"""
         import time
         from pathlib import Path
         from themelio_gpu.sandbox import supervisor
@@ -135,7 +135,9 @@ def test_a_pid_taken_by_another_process_is_never_signalled(tmp_path: Path) -> No
 def test_members_left_by_a_dead_leader_end_only_if_they_carry_the_tag(tmp_path: Path) -> None:
     supervisor = _supervisor(tmp_path / "east")
     marker = tmp_path / "child"
-    process = supervisor.start("leader", ["sh", "-c", f"sleep 60 & echo $! > {marker}; exit 0"], log=tmp_path / "log")
+    process = supervisor.start(
+        "leader", ["sh", "-c", f"sleep 60 & echo $! > {marker}; exit 0"], log=tmp_path / "log"
+    )
     _wait_for(lambda: marker.is_file() and marker.read_text().strip() != "")
     child = int(marker.read_text())
     _wait_for(lambda: not supervisor.running(process))
@@ -209,7 +211,7 @@ def test_end_commands_ends_a_command_still_on_the_sandbox_and_what_it_started(tm
     folder = tmp_path / "east"
     supervisor = _supervisor(folder)
     server = supervisor.start("server", ["sleep", "60"], log=tmp_path / "log")
-    probe = _python(tmp_path, f"""
+    probe = _python(f"""
         import subprocess, time
         from pathlib import Path
         from themelio_gpu.sandbox.supervisor import Supervisor
@@ -244,9 +246,9 @@ def test_a_worker_thread_never_holds_the_main_threads_signals() -> None:
     try:
         with pytest.raises(interrupts.Interrupted):  # at once, though the worker is inside a deferred block
             signal.raise_signal(signal.SIGTERM)
-        with pytest.raises(interrupts.Interrupted):  # the main thread's own block holds it, then raises it
-            with interrupts.deferred():
-                signal.raise_signal(signal.SIGTERM)
+        # The main thread's own block holds it, then raises it.
+        with pytest.raises(interrupts.Interrupted), interrupts.deferred():
+            signal.raise_signal(signal.SIGTERM)
     finally:
         release.set()
         thread.join()

@@ -115,7 +115,10 @@ def up(
     args = feature_gate_args(plan.definition)
     kubernetes = kubernetes_tool(plan.definition)
     started = time.monotonic()
-    sandbox.folder.mkdir(parents=True)
+    try:
+        sandbox.folder.mkdir(parents=True)
+    except FileExistsError:
+        raise SandboxUsageError(f"another `sandbox up {plan.name}` is starting it ({sandbox.folder})") from None
     try:
         with Supervisor(sandbox.folder).command():
             say(
