@@ -112,65 +112,79 @@ def up(
         )
     if port is not None and not _port_free(port):
         raise SandboxUsageError(f"port {port} on 127.0.0.1 is in use: choose another with --port, or leave it out")
-    args = feature_gate_args(plan.definition)
-    kubernetes = kubernetes_tool(plan.definition)
     started = time.monotonic()
     try:
         sandbox.folder.mkdir(parents=True)
     except FileExistsError:
         raise SandboxUsageError(f"another `sandbox up {plan.name}` is starting it ({sandbox.folder})") from None
-    try:
-        with Supervisor(sandbox.folder).command():
-            say(
-                f"sandbox: starting the control plane of {plan.name} "
-                f"(Kubernetes {plan.definition.kubernetes_version} rules)"
-            )
-            binaries = {
-                "kube-apiserver": toolbox.binary(kubernetes, "kube-apiserver"),
-                "kube-controller-manager": toolbox.binary(kubernetes, "kube-controller-manager"),
-                "kube-scheduler": toolbox.binary(kubernetes, "kube-scheduler"),
-                "etcd": toolbox.binary("etcd"),
-                "kwok-controller": toolbox.binary("kwok"),
-            }
-            ports = control_plane.start(toolbox, sandbox, binaries, args, port=port, say=say)
-            if any(pool.provisioning.karpenter for pool in plan.definition.node_pools):
-                # Karpenter's CRDs come first, as the README asks of users: the stack's NodePool needs them.
-                crds = toolbox.tools["karpenter-crds"]
-                for name in crds.files:
-                    kubectl(toolbox, sandbox, "create", "-f", str(crds.path(name)))
-                kubectl(toolbox, sandbox, "wait", "--for=condition=Established", "--timeout=60s",
-                         "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")  # fmt: skip
-            nodes = simulated_nodes(plan)
-            _register(toolbox, sandbox, nodes)
-            kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
-            started_components = components.start(components.Context(plan, sandbox, toolbox, charts, say))
-            slices = sum(len(n.slices) for n in nodes)
-            devices = sum(len(s["spec"]["devices"]) for n in nodes for s in n.slices)
-            state = {
-                **started_components,
-                "cluster": plan.name,
-                "kwokCluster": sandbox.kwok_name,
-                "kubernetesVersion": plan.definition.kubernetes_version,
-                "componentFlags": args,
-                "controlPlanePorts": ports,
-                "nodes": {n.name: {"pool": n.pool, "kind": n.kind} for n in nodes},
-            }
-            sandbox.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-        kinds = ", ".join(
-            f"{sum(1 for n in nodes if n.kind == k)} {k}" for k in ("static", "provisioned", "karpenter", "system")
-            if any(n.kind == k for n in nodes)
-        )  # fmt: skip
-        say(
-            f"sandbox: {plan.name} is up in {time.monotonic() - started:.0f} s: {count(len(nodes), 'node')} ({kinds}), "
-            f"{count(slices, 'ResourceSlice')} with {count(devices, 'device')}; kubeconfig {sandbox.kubeconfig}"
-        )
-    except BaseException as error:
-        if keep and not isinstance(error, interrupts.Interrupted):
-            say(f"sandbox: kept for a look (--keep): {sandbox.folder}; `sandbox down {plan.name}` removes it")
-        else:
-            teardown(sandbox)
-        raise
+    with Supervisor(sandbox.folder).command():  # recorded until its teardown is done too
+        try:
+            summary = _bring_up(plan, toolbox, charts, sandbox, port, say)
+        except BaseException as error:
+            if keep and not isinstance(error, interrupts.Interrupted):
+                say(f"sandbox: kept for a look (--keep): {sandbox.folder}; `sandbox down {plan.name}` removes it")
+            else:
+                teardown(sandbox)
+            raise
+    say(
+        f"sandbox: {plan.name} is up in {time.monotonic() - started:.0f} s: {summary}; kubeconfig {sandbox.kubeconfig}"
+    )
     return sandbox
+
+
+def _bring_up(
+    plan: ClusterPlan,
+    toolbox: Toolbox,
+    charts: Path,
+    sandbox: Sandbox,
+    port: int | None,
+    say: Callable[[str], None],
+) -> str:
+    """The control plane, (Karpenter's CRDs,) the nodes and their GPUs, the components, the state; returns what
+    is up, in words."""
+    args = feature_gate_args(plan.definition)
+    kubernetes = kubernetes_tool(plan.definition)
+    say(
+        f"sandbox: starting the control plane of {plan.name} (Kubernetes {plan.definition.kubernetes_version} rules)"
+    )
+    binaries = {
+        "kube-apiserver": toolbox.binary(kubernetes, "kube-apiserver"),
+        "kube-controller-manager": toolbox.binary(kubernetes, "kube-controller-manager"),
+        "kube-scheduler": toolbox.binary(kubernetes, "kube-scheduler"),
+        "etcd": toolbox.binary("etcd"),
+        "kwok-controller": toolbox.binary("kwok"),
+    }
+    ports = control_plane.start(toolbox, sandbox, binaries, args, port=port, say=say)
+    if any(pool.provisioning.karpenter for pool in plan.definition.node_pools):
+        # Karpenter's CRDs come first, as the README asks of users: the stack's NodePool needs them.
+        crds = toolbox.tools["karpenter-crds"]
+        for name in crds.files:
+            kubectl(toolbox, sandbox, "create", "-f", str(crds.path(name)))
+        kubectl(toolbox, sandbox, "wait", "--for=condition=Established", "--timeout=60s",
+                 "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")  # fmt: skip
+    nodes = simulated_nodes(plan)
+    _register(toolbox, sandbox, nodes)
+    kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
+    started = components.start(components.Context(plan, sandbox, toolbox, charts, say))
+    state = {
+        **started,
+        "cluster": plan.name,
+        "kwokCluster": sandbox.kwok_name,
+        "kubernetesVersion": plan.definition.kubernetes_version,
+        "componentFlags": args,
+        "controlPlanePorts": ports,
+        "nodes": {n.name: {"pool": n.pool, "kind": n.kind} for n in nodes},
+    }
+    sandbox.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+    slices = sum(len(n.slices) for n in nodes)
+    devices = sum(len(s["spec"]["devices"]) for n in nodes for s in n.slices)
+    kinds = ", ".join(
+        f"{sum(1 for n in nodes if n.kind == k)} {k}" for k in ("static", "provisioned", "karpenter", "system")
+        if any(n.kind == k for n in nodes)
+    )  # fmt: skip
+    return (
+        f"{count(len(nodes), 'node')} ({kinds}), {count(slices, 'ResourceSlice')} with {count(devices, 'device')}"
+    )
 
 
 def _register(toolbox: Toolbox, sandbox: Sandbox, nodes: list[Any]) -> None:

@@ -147,14 +147,17 @@ def _down(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Tool
     """Destroy the stack if it was applied, list what it left; then, whatever happened meanwhile (a failure,
     Ctrl-C), end every process of the sandbox and remove it."""
     sandbox = cluster.Sandbox(args.cluster)
+    if not sandbox.folder.exists():
+        cluster.down(args.cluster, say=_say)  # says there is none
+        return EXIT_OK
     code = EXIT_OK
-    try:
-        if sandbox.exists() and deploy.has_state(sandbox):
-            with _working_on(sandbox):
+    with _working_on(sandbox):  # recorded until it is done: another `down` meanwhile ends it first
+        try:
+            if sandbox.exists() and deploy.has_state(sandbox):
                 Supervisor(sandbox.folder).end_commands()  # a killed `apply`'s Terraform must not hold the state
                 code = _destroy(args, sandbox, plan)
-    finally:
-        cluster.down(args.cluster, say=_say)
+        finally:
+            cluster.down(args.cluster, say=_say)
     return code
 
 
