@@ -189,3 +189,19 @@ def test_each_pin_is_applied_by_its_own_release_or_said_plainly_by_the_newest_of
         "kubernetes": {"source": "hashicorp/kubernetes", "version": "3.4.0"},
         "other": {"source": "example/other", "version": "1.0.0"},
     }}}) == {"kubernetes": "3.4.0"}  # fmt: skip
+
+
+def test_a_shared_library_is_built_when_it_is_there_a_program_only_when_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Go writes a `-buildmode=c-shared` library without the execute bit (it is loaded, not run)."""
+    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path))
+    library = Tool(name="lib", module="", version="v1.0.0", binaries={"libx.so.1": "./x"}, buildmode="c-shared")
+    program = Tool(name="prog", module="", version="v1.0.0", binaries={"prog": "./x"})
+    for tool, file in ((library, "libx.so.1"), (program, "prog")):
+        tool.folder.mkdir()
+        (tool.folder / file).write_bytes(b"\x7fELF")
+        (tool.folder / file).chmod(0o644)
+    assert library.built() and library.missing() == []
+    assert not program.built() and program.missing() == ["prog"]
+
