@@ -205,3 +205,23 @@ def test_a_shared_library_is_built_when_it_is_there_a_program_only_when_it_runs(
     assert library.built() and library.missing() == []
     assert not program.built() and program.missing() == ["prog"]
 
+
+def test_nvidias_code_is_built_from_checksummed_archives_with_what_each_image_holds() -> None:
+    """The GPU Operator at each chart appVersion the stacks pin, with the folders its image copies to
+    /opt/gpu-operator; the DRA driver's kubelet plugin with its version stamped (it panics unstamped); the mock
+    NVML as the shared library its repository builds, and its profiles."""
+    tools = load_tools()
+    for name, version in (("gpu-operator-26.7", "v26.7.0"), ("gpu-operator-26.3", "v26.3.3")):
+        operator = tools[name]
+        assert operator.version == version and operator.archive == f"gpu-operator-{version[1:]}.tar.xz"
+        assert operator.vendor and operator.binaries == {"gpu-operator": "./cmd/gpu-operator"}
+        assert operator.files == {"opt/gpu-operator": "assets", "opt/gpu-operator/manifests": "manifests"}
+        assert "internal/info.version={version}" in operator.ldflags
+    plugin = tools["dra-driver-25.12"]
+    assert plugin.vendor and "internal/info.version={version}" in plugin.ldflags
+    mock = tools["mock-nvml"]
+    assert (mock.cgo, mock.buildmode, mock.tags) == (True, "c-shared", "nopadding")
+    assert mock.binaries == {"libnvidia-ml.so.550.163.01": "./pkg/gpu/mocknvml/bridge"}
+    assert mock.files == {"profiles": "pkg/gpu/mocknvml/configs"}
+    for tool in (tools["gpu-operator-26.7"], tools["gpu-operator-26.3"], plugin, mock):
+        assert len(tool.sha256) == 64 and not tool.module
