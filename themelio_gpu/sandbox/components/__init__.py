@@ -28,7 +28,7 @@ def wanted(plan: ClusterPlan) -> list[Component]:
 
 def tools(plan: ClusterPlan) -> set[str]:
     """The tools.toml names the cluster's components need."""
-    return {tool for component in wanted(plan) for tool in component.tools}
+    return {tool for component in wanted(plan) for tool in component.tools_for(plan)}
 
 
 def start(context: Context) -> dict[str, Any]:
