@@ -218,7 +218,7 @@ def test_nvidias_code_is_built_from_checksummed_archives_with_what_each_image_ho
         assert operator.files == {"opt/gpu-operator": "assets", "opt/gpu-operator/manifests": "manifests"}
         assert "internal/info.version={version}" in operator.ldflags
     plugin = tools["dra-driver-25.12"]
-    assert plugin.vendor and "internal/info.version={version}" in plugin.ldflags
+    assert plugin.vendor and plugin.cgo and "internal/info.version={version}" in plugin.ldflags
     mock = tools["mock-nvml"]
     assert (mock.cgo, mock.buildmode, mock.tags) == (True, "c-shared", "nopadding")
     assert mock.binaries == {"libnvidia-ml.so.550.163.01": "./pkg/gpu/mocknvml/bridge"}
