@@ -35,7 +35,7 @@ from themelio_gpu.sandbox.folder import Sandbox as Sandbox
 from themelio_gpu.sandbox.folder import create_all as create_all
 from themelio_gpu.sandbox.folder import kubectl as kubectl
 from themelio_gpu.sandbox.folder import sandboxes_root as sandboxes_root
-from themelio_gpu.sandbox.nodes import simulated_nodes
+from themelio_gpu.sandbox.nodes import NFD_SAID, simulated_nodes
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.words import count
@@ -164,6 +164,8 @@ def _bring_up(
                  "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")  # fmt: skip
     nodes = simulated_nodes(plan)
     _register(toolbox, sandbox, nodes)
+    if any(n.pool for n in nodes):
+        say(f"sandbox: {NFD_SAID}")
     kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
     started = components.start(components.Context(plan, sandbox, toolbox, charts, say))
     state = {
@@ -183,7 +185,8 @@ def _bring_up(
         if any(n.kind == k for n in nodes)
     )  # fmt: skip
     return (
-        f"{count(len(nodes), 'node')} ({kinds}), {count(slices, 'ResourceSlice')} with {count(devices, 'device')}"
+        f"{count(len(nodes), 'node')} ({kinds}), {count(slices, 'ResourceSlice')} of the sandbox's own with "
+        f"{count(devices, 'device')}"
     )
 
 

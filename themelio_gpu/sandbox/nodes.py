@@ -32,6 +32,7 @@ from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.nvidia import DRA_DRIVER, device_plugin_resource
 from themelio_gpu.k8s.semver import parse_semver
 from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox.gpu_profiles import NVML_CUDA_VERSION, NVML_DRIVER_VERSION, driver_publishes
 
 SYSTEM_NODE = "system-0"
 """The one CPU node of every sandbox: a real cluster runs its controllers (the GPU Operator, NFD's master) on
@@ -41,14 +42,30 @@ CONTROL_PLANE_NODE = "control-plane-0"
 controllers there expect (nvidia-dra-driver-gpu 25.x requires one for its controller; on a managed cluster
 without schedulable control-plane nodes that controller stays Pending unless its affinity is overridden)."""
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
-NFD_NVIDIA_PCI = {"feature.node.kubernetes.io/pci-10de.present": "true"}
-"""What NFD's worker labels a node with an NVIDIA PCI device (vendor 10de); the DRA driver's kubelet plugin
-selects on it. NFD's worker is placed here but runs nothing, so the sandbox sets what it would find."""
+OS_ID, OS_VERSION, KERNEL = "ubuntu", "24.04", "6.8.0"
+"""What every simulated node runs (its nodeInfo says so too)."""
+NFD_GPU_NODE = {
+    "feature.node.kubernetes.io/pci-10de.present": "true",
+    "feature.node.kubernetes.io/system-os_release.ID": OS_ID,
+    "feature.node.kubernetes.io/system-os_release.VERSION_ID": OS_VERSION,
+    "feature.node.kubernetes.io/system-os_release.VERSION_ID.major": "24",  # OS_VERSION's, as NFD splits it
+    "feature.node.kubernetes.io/system-os_release.VERSION_ID.minor": "04",
+    "feature.node.kubernetes.io/kernel-version.full": KERNEL,
+}
+"""What NFD's worker labels a GPU node with: its NVIDIA PCI device (vendor 10de), which the DRA driver's kubelet
+plugin selects on, and its OS (`system` source) and kernel (`kernel` source), without which the GPU Operator's
+controller stops ("failed to retrieve GPU node OS info"). NFD's worker is placed here but runs nothing: it cannot
+read the PCI devices and os-release of a simulated node, so the sandbox sets what it would find (`up` says so)."""
+NFD_SAID = (
+    "NFD's labels (feature.node.kubernetes.io/pci-10de.present, the OS and kernel) are the sandbox's on every GPU "
+    "node: NFD's worker is placed but cannot read a simulated node's PCI devices or os-release"
+)
 PROVISIONED_NODES = 2
 """Nodes the sandbox registers for each provisioned pool (the cluster file does not say how many)."""
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
-DRIVER_VERSION = "580.105.8"
-CUDA_DRIVER_VERSION = "13.0.0"
+DRIVER_VERSION = str(parse_semver(NVML_DRIVER_VERSION, normalize=True))
+"""The installed driver every simulated node runs (gpu_profiles.py), as the driver's `driverVersion` spells it."""
+CUDA_DRIVER_VERSION = str(parse_semver(NVML_CUDA_VERSION, normalize=True))
 NODE_ALLOCATABLE = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "1Ti"}
 
 
@@ -106,7 +123,6 @@ def gpu_devices(node: str, product: GpuProduct, gpus: int, mig: dict[str, int] |
                         **_common_attributes(product),
                         "type": {"string": "gpu"},
                         "uuid": {"string": gpu_uuid},
-                        "index": {"int": index},
                         **pci,
                     },
                     "capacity": {"memory": {"value": _mebibytes(product.memory_gib)}},
@@ -180,8 +196,8 @@ def _node(
                 "machineID": _stable_uuid("machine", name).replace("-", ""),
                 "systemUUID": _stable_uuid("system", name),
                 "bootID": _stable_uuid("boot", name),
-                "kernelVersion": "6.8.0",
-                "osImage": "Ubuntu 24.04 LTS",
+                "kernelVersion": KERNEL,
+                "osImage": f"{OS_ID.capitalize()} {OS_VERSION} LTS",
                 "containerRuntimeVersion": "containerd://2.1.0",
                 "kubeletVersion": kubelet,
                 "kubeProxyVersion": "",
@@ -230,7 +246,7 @@ def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
     for pool in plan.definition.node_pools:
         contract = contracts[pool.name]
         for name, kind in _names(pool, plan.name):
-            labels: dict[str, str] = dict(NFD_NVIDIA_PCI)
+            labels: dict[str, str] = dict(NFD_GPU_NODE)
             taints: list[dict[str, str]] = []
             if kind == "provisioned":
                 labels, taints = {**labels, **contract.labels}, _taints(contract)
@@ -247,7 +263,7 @@ def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
                 }
                 taints = _taints(contract)
             slices: tuple[dict[str, Any], ...] = ()
-            if contract.dra:
+            if contract.dra and not driver_publishes(contract):  # else the DRA driver's plugin publishes them
                 mig = dict(contract.mig_devices) if contract.mig_devices is not None else None
                 slices = (resource_slice(name, gpu_devices(name, contract.product, contract.gpus_per_node, mig)),)
             nodes.append(

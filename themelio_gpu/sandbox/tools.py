@@ -109,7 +109,9 @@ class Tool:
         `buildmode = "c-shared"`, is loaded, not run: Go writes it without the execute bit)."""
         library = self.buildmode == "c-shared"
         return [
-            b for b in self.binaries if not (self.path(b).is_file() if library else os.access(self.path(b), os.X_OK))
+            b
+            for b in self.binaries
+            if not (self.path(b).is_file() if library else os.access(self.path(b), os.X_OK))
         ] + [f for f in self.files if not self.path(f).exists()]
 
 
