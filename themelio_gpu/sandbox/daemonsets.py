@@ -5,11 +5,10 @@ the nodes the real DaemonSet controller chose and the real kube-scheduler bound.
 from the API server, is placed by `k8s/scheduling.py` (`why_not`, what `verify` proves with) on the same nodes,
 with their labels and taints as they are now: the two must name the same nodes.
 
-The GPU Operator's operands are not here: its own controller creates them from its ClusterPolicy or
-GPUCluster, and it cannot run in the sandbox (the Go module proxy serves no release of
-github.com/NVIDIA/gpu-operator, only an untagged 2025 commit that is not the chart's release, and its
-operands' containers would not run on simulated nodes anyway). Their placement is `verify`'s model only; the
-report says so in a row of its own.
+The GPU Operator's operands are created by NVIDIA's own controller from its ClusterPolicy or GPUCluster
+(components/gpu_operator.py) and compared here like every other DaemonSet. Where the controller does not run
+(the machine gives it no mount namespace, or no build of its version), their placement is `verify`'s model only,
+and the report says so in a row of its own, with the reason.
 """
 
 from __future__ import annotations
@@ -26,10 +25,11 @@ from themelio_gpu.tables import table
 
 WAIT_SECONDS = 60.0
 OPERATOR_KINDS = ("clusterpolicies.nvidia.com", "gpuclusters.nvidia.com")
-MODEL_ONLY = (
-    "created by the GPU Operator's controller, which does not run in the sandbox (no release of "
-    "github.com/NVIDIA/gpu-operator on the Go module proxy): verify's model only"
-)
+
+
+def model_only(why: str) -> str:
+    """An operator resource's operands when NVIDIA's controller does not run here (operator_status.py)."""
+    return f"created by the GPU Operator's controller, which does not run here ({why or 'not started'}): verify's model only"
 
 
 @dataclass
@@ -126,7 +126,7 @@ def _nodes_text(names: list[str]) -> str:
     return f"{len(names)}: {', '.join(names)}" if names else "none"
 
 
-def as_table(rows: list[DaemonSetRow], operator: list[str]) -> str:
+def as_table(rows: list[DaemonSetRow], operator: list[str], why: str) -> str:
     """One line per DaemonSet, and one per operator resource whose operands are model only."""
     lines: list[tuple[str, ...]] = [("daemonset", "runs on (DaemonSet controller, scheduler)", "model", "agrees")]
     for row in rows:
@@ -134,5 +134,5 @@ def as_table(rows: list[DaemonSetRow], operator: list[str]) -> str:
         verdict = "yes" if row.agrees else f"NO: {row.why_not}"
         lines.append((f"{row.namespace}/{row.name}", real, _nodes_text(row.model), verdict))
     for resource in operator:
-        lines.append((f"operands of {resource}", "not created", "see `verify`", MODEL_ONLY))
+        lines.append((f"operands of {resource}", "not created", "see `verify`", why))
     return table(lines, pad_last=False)

@@ -29,6 +29,7 @@ from themelio_gpu.k8s.dra import implicit_name
 from themelio_gpu.k8s.scheduling import selector_mismatches, untolerated
 from themelio_gpu.plan.kueue import Flavor, plan_kueue
 from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox import slice_compare
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
@@ -56,6 +57,9 @@ class Row:
     cel_checked: int = 0
     """Allocated devices the offline CEL evaluator was asked about (each must match its class there too)."""
     uncompared: str = ""
+    slices: str = ""
+    """Whose ResourceSlices the row ran on (slice_compare.publishers): of the node it landed on, else of its
+    expected pools' nodes; `driver` (NVIDIA's DRA driver), `sandbox`, or none (the device plugin)."""
     via: str = ""
     """How the pod is admitted, when not directly: through a Kueue queue's flavor."""
     flavor: Flavor | None = field(default=None, repr=False, compare=False)
@@ -183,7 +187,9 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
     create_all(toolbox, sandbox, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
     try:
         nodes = {n["metadata"]["name"]: n for n in get_json(toolbox, sandbox, "nodes")["items"]}
-        slices = dra_items(toolbox, sandbox, "resourceslices")
+        slices = dra_items(toolbox, sandbox, "resourceslices", "--show-managed-fields")
+        who = slice_compare.publishers(slices)
+        pools = {name: str(node["pool"]) for name, node in sandbox.state().get("nodes", {}).items()}
         devices = devices_by_key(slices)
         cel = CelCheck(
             {
@@ -202,6 +208,7 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
             }
             events = get_json(toolbox, sandbox, "events", "-n", NAMESPACE)["items"]
             _read(row, offering, pod, nodes, devices, claims, events, plan)
+            row.slices = whose_slices(row, who, pools, plan)
             cel.check(row, pod, claims)
             rows.append(row)
             kubectl(toolbox, sandbox, "delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--wait=true")
@@ -211,6 +218,14 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
         with interrupts.deferred():
             interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
                             "namespace", NAMESPACE, "--wait=true", "--timeout=60s"])  # fmt: skip
+
+
+def whose_slices(row: Row, who: dict[str, str], pools: dict[str, str], plan: ClusterPlan) -> str:
+    """Whose slices the row ran on: its node's, else those of the nodes of the pools serving its offering (the
+    scheduler tried them all); `none`: the device plugin's allocatable, no slice."""
+    serving = set(row.expected_pools) | set(plan.placements.get(row.offering, ()))
+    nodes = [row.node] if row.node else [n for n, pool in pools.items() if pool in serving]
+    return ", ".join(sorted({who.get(n, "none") for n in nodes})) or "none"
 
 
 def _selectors(device_class: dict[str, Any]) -> list[str]:
@@ -360,12 +375,13 @@ def as_json(rows: list[Row]) -> str:
 
 
 def as_table(rows: list[Row]) -> str:
-    header = ("name", "count", "landed on (pool)", "devices or why Pending", "model", "agrees")
+    header = ("name", "count", "landed on (pool)", "devices or why Pending", "slices", "model", "agrees")
     lines = [header]
     for row in rows:
         landed = f"{row.node} ({row.pool})" if row.node else "Pending"
         what = "; ".join(row.devices) if row.node else row.pending[:90]
         verdict = row.uncompared if row.uncompared else "yes" if row.agrees else "NO: " + "; ".join(row.problems)
         name = f"{row.name} via {row.via}" if row.via else row.name
-        lines.append((name, str(row.count), landed, what, ", ".join(row.expected_pools) or "Pending", verdict))
+        model = ", ".join(row.expected_pools) or "Pending"
+        lines.append((name, str(row.count), landed, what, row.slices, model, verdict))
     return table(lines, pad_last=False)

@@ -27,6 +27,7 @@ from themelio_gpu.sandbox import (
     daemonsets,
     deploy,
     inventory,
+    nvidia_report,
     parallel,
     probe,
 )
@@ -175,9 +176,13 @@ def _destroy(args: argparse.Namespace, sandbox: cluster.Sandbox, plan: ClusterPl
     _show(steps)
     left, kept = inventory.leftovers(sandbox, tools, inventory.kept_by_helm(plan, chart_cache(args.charts)))
     if kept:
-        _say(f"sandbox: {len(kept)} object(s) Helm keeps after uninstall by design (its charts' CRDs, the "
-             f"namespaces it created, objects marked helm.sh/resource-policy: keep; docs/sandbox.md): "
-             f"{', '.join(kept)}")  # fmt: skip
+        objects = [k for k in kept if not k.startswith("Node/")]
+        labels = (
+            f"; {len(kept) - len(objects)} node labels the GPU Operator set" if len(kept) > len(objects) else ""
+        )
+        _say(f"sandbox: left after uninstall by design (what Helm keeps: its charts' CRDs, the namespaces it "
+             f"created, objects marked helm.sh/resource-policy: keep, and what those own; the GPU Operator's node "
+             f"labels; docs/sandbox.md): {count(len(objects), 'object')}: {', '.join(objects)}{labels}")  # fmt: skip
     _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
     for line in left:
         _say(f"  {line}")
@@ -294,19 +299,26 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
         rows = probe.probe(plan, sandbox, tools)
         quota = admission.quota_probe(plan, sandbox, tools)
         placed = daemonsets.compare(tools, sandbox)
-        operator = daemonsets.operator_resources(tools, sandbox)
+        nvidia = nvidia_report.read(plan, sandbox, tools)
+        # The operands are compared with the other DaemonSets where NVIDIA's controller made them.
+        operator = (
+            [] if nvidia.operator and nvidia.operator.running else daemonsets.operator_resources(tools, sandbox)
+        )
+    why = daemonsets.model_only(nvidia.operator.why if nvidia.operator else "")
     if args.json:
         report = {
             "placement": json.loads(probe.as_json(rows)),
             "quota": [{**dataclasses.asdict(q), "agrees": q.agrees} for q in quota],
             "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
-            "modelOnly": [{"operandsOf": r, "why": daemonsets.MODEL_ONLY} for r in operator],
+            "modelOnly": [{"operandsOf": r, "why": why} for r in operator],
+            "nvidia": nvidia_report.as_json(nvidia),
         }
         print(json.dumps(report, indent=2))
     else:
         print(probe.as_table(rows))
         print(admission.quota_table(quota))
-        print(daemonsets.as_table(placed, operator))
+        print(daemonsets.as_table(placed, operator, why))
+        print(nvidia_report.as_text(nvidia))
     agreeing = sum(r.agrees for r in rows)
     closed = sum(q.agrees for q in quota)
     where = sum(d.agrees for d in placed)
@@ -316,8 +328,9 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
         f"DaemonSets: {len(placed)}, {where} on the nodes verify's placement says, {len(placed) - where} not; "
         f"{sum(r.cel_checked for r in rows)} allocated devices asked of the offline CEL evaluator"
         + (f"; {len(operator)} operator resource(s) whose operands are verify's model only" if operator else "")
+        + f"; {nvidia_report.summary(nvidia)}"
     )
-    ok = agreeing == len(rows) and closed == len(quota) and where == len(placed)
+    ok = agreeing == len(rows) and closed == len(quota) and where == len(placed) and nvidia.ok
     return EXIT_OK if ok else EXIT_FAILED
 
 
