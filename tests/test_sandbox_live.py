@@ -279,7 +279,7 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
     MIG profile through DRA, on a pool that serves it, one the offline CEL evaluator agrees matches its class;
     more devices than a node has stays Pending. The charts' DaemonSets run where verify's predicate says, and
     the platform trial's claims get devices the offline trial predicts."""
-    from themelio_gpu.sandbox import daemonsets, probe
+    from themelio_gpu.sandbox import daemonsets, nvidia_report, probe
     from themelio_gpu.sandbox import trial as sandbox_trial
 
     try:
@@ -294,6 +294,7 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         assert [s.code for s in steps] == [0, 0, 0], steps[-1].output[-3000:]
         rows = probe.probe(plan, sandbox, tools)
         daemons = daemonsets.compare(tools, sandbox)
+        nvidia = nvidia_report.read(plan, sandbox, tools)
         fleet = fleet_of(tmp_path, DRA_CLUSTER)
         offerings = [o for o in plan.offerings if o.name in ("nvidia.com/a100", "nvidia.com/a100-mig-1g.5gb")]
         report, trial = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, tools)
@@ -302,13 +303,29 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         sandbox_cluster.down(plan.name, say=lambda _: None)
     assert all(row.agrees for row in rows), probe.as_table(rows)
     assert sum(row.cel_checked for row in rows) >= 2  # the whole GPU and the MIG slice, asked of the evaluator
-    assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons, [])
+    assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons, [], "")
+    # NVIDIA's code: the operator's controller ran and made its operands (compared above with the rest); the
+    # whole GPUs are the DRA driver's, the MIG devices the sandbox's, no node has both, and every difference
+    # between the two is explained.
+    assert nvidia.ok, nvidia_report.as_text(nvidia)
+    assert nvidia.operator is not None and nvidia.operator.running and nvidia.operator.resources
+    assert all(r.state for r in nvidia.operator.resources), nvidia_report.as_text(nvidia)
+    assert any(d.name == "nvidia-operator-validator" for d in daemons) or any(
+        d.name == "nvidia-dra-validator" for d in daemons
+    )
+    assert nvidia.publishers == {"gpu-a": "driver", "live-sliced-0": "sandbox", "live-sliced-1": "sandbox"}
+    assert (nvidia.by_driver, nvidia.whole_gpus) == (2, 2)
     plugin = next(d for d in daemons if d.name.endswith("kubelet-plugin"))
     assert "gpu-a" in plugin.real and not {SYSTEM_NODE, CONTROL_PLANE_NODE} & set(plugin.real)  # GPU nodes only
     assert len(trial) == 2 and all(r.agrees and r.allocated for r in trial), sandbox_trial.as_text(report, trial)
     placed = {(row.name, row.count): row for row in rows}
     whole = placed[("nvidia.com/a100", 1)]
-    assert (whole.pool, whole.devices) == ("whole", ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"])
+    assert (whole.pool, whole.devices, whole.slices) == (
+        "whole",
+        ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"],
+        "driver",
+    )
     sliced = placed[("nvidia.com/a100-mig-1g.5gb", 1)]
     assert sliced.pool == "sliced" and sliced.devices == ["NVIDIA A100-SXM4-40GB 1g.5gb 5Gi"]
+    assert sliced.slices == "sandbox"
     assert placed[("nvidia.com/a100", 3)].pending  # two GPUs a node: three stay Pending
