@@ -3,9 +3,11 @@
 
 For the largest stack of the fleet in catalog/ and stacks/ (the cluster with the most nodes), `--repeat`
 times, interleaved with `python -c "import cdktf"` (the synthesis benchmark's floor):
-- `sandbox up` (control plane, nodes, GPUs, chart repository; the tools already built: a warm up),
+- `sandbox up` (control plane, nodes, GPUs, chart repository, NVIDIA's DRA kubelet plugin per whole-GPU node
+  publishing its slice, the GPU Operator's launcher; the tools already built: a warm up),
 - `sandbox apply` (init, apply, the plan after it), `sandbox probe`, `sandbox down` (destroy, leftovers, stop).
-The goal: up / import cdktf <= 20 (the median of the ratios within each repetition). Without the tools of
+The goal: up / import cdktf <= 25 (the median of the ratios within each repetition; 20 before NVIDIA's code ran in
+the sandbox). Without the tools of
 `make sandbox-tools` it says so and exits 0. Timings are printed, never asserted.
 """
 
@@ -30,7 +32,7 @@ from themelio_gpu.sandbox.errors import MissingToolError  # noqa: E402
 from themelio_gpu.sandbox.tools import toolbox  # noqa: E402
 from themelio_gpu.settings import input_paths  # noqa: E402
 
-GOAL_UP = 20.0
+GOAL_UP = 25.0
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:

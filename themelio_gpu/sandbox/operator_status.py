@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from themelio_gpu.sandbox.components.gpu_operator import DEPLOYMENT
 from themelio_gpu.sandbox.folder import Sandbox, kubectl
 from themelio_gpu.sandbox.supervisor import Supervisor, stat
 from themelio_gpu.sandbox.tools import Toolbox
@@ -69,6 +70,12 @@ def _operator_process(sandbox: Sandbox) -> bool:
     return False
 
 
+def _deployment(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> bool:
+    """The stack's operator Deployment exists (components/gpu_operator.py: the operator runs as its pod)."""
+    found = kubectl(toolbox, sandbox, "get", "deployments", "-n", namespace, "-o", "name", "--ignore-not-found")
+    return f"deployment.apps/{DEPLOYMENT}" in found.split()
+
+
 def _resources(toolbox: Toolbox, sandbox: Sandbox) -> list[dict[str, Any]]:
     served = kubectl(toolbox, sandbox, "api-resources", "-o", "name").split()
     found = []
@@ -95,6 +102,13 @@ def read(toolbox: Toolbox, sandbox: Sandbox) -> OperatorStatus | None:
     if state is None:
         return None
     expected = bool(state.get("runs"))
+    why = str(state.get("why") or "")
+    if expected and not _deployment(toolbox, sandbox, str(state.get("namespace"))):
+        # Its pod never starts: a chart of the stack's own (a local chart folder's stand-in) that makes none.
+        expected, why = (
+            False,
+            f"the stack makes no Deployment {state.get('namespace')}/{DEPLOYMENT} for it to run as",
+        )
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         items = _resources(toolbox, sandbox)
@@ -103,7 +117,6 @@ def read(toolbox: Toolbox, sandbox: Sandbox) -> OperatorStatus | None:
         if not waiting or time.monotonic() > deadline:
             break
         time.sleep(1)
-    why = str(state.get("why") or "")
     if expected and not running:
         why = f"NVIDIA's controller should run here and does not (its log: {sandbox.folder / 'logs' / 'gpu-operator.log'})"
     return OperatorStatus(str(state.get("version")), expected, running, why, [_status(i) for i in items])
