@@ -26,7 +26,7 @@ from tests.builders import cluster, fleet_of, plan_of, write_fleet
 from tests.requirements import ROOT, unavailable
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
-from themelio_gpu.sandbox import deploy
+from themelio_gpu.sandbox import providers
 from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, SYSTEM_NODE
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
@@ -293,7 +293,7 @@ def test_apply_then_an_edit_plans_exit_2_and_applies_and_down_leaves_nothing_of_
     """The user's loop on a sandbox, through the CLI: up, apply (the plan after it empty), an edit to the
     cluster file makes `plan` exit 2 with the change shown, apply again, down with nothing of the stack left."""
     try:
-        toolbox((*CONTROL_PLANE_TOOLS, *deploy.provider_tools()))
+        toolbox((*CONTROL_PLANE_TOOLS, *providers.provider_tools()))
     except MissingToolError as error:
         unavailable(str(error))
 
@@ -330,11 +330,11 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
     MIG profile through DRA, on a pool that serves it, one the offline CEL evaluator agrees matches its class;
     more devices than a node has stays Pending. The charts' DaemonSets run where verify's predicate says, and
     the platform trial's claims get devices the offline trial predicts."""
-    from themelio_gpu.sandbox import daemonsets, probe
+    from themelio_gpu.sandbox import daemonsets, deploy, probe
     from themelio_gpu.sandbox import trial as sandbox_trial
 
     try:
-        toolbox((*CONTROL_PLANE_TOOLS, *deploy.provider_tools()))
+        toolbox((*CONTROL_PLANE_TOOLS, *providers.provider_tools()))
     except MissingToolError as error:
         unavailable(str(error))
     catalog, stacks = write_fleet(tmp_path, [DRA_CLUSTER])

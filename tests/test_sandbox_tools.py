@@ -150,42 +150,45 @@ def test_each_pin_is_applied_by_its_own_release_or_said_plainly_by_the_newest_of
     """cdktf's pins are built as they are; CDK Terrain's (kubernetes 3.4.0, helm 3.3.0), whose sources could not be
     had, are applied with 3.2.1 and 3.1.2, and the override and every run say so. The mirror holds each build under
     its own version only."""
-    from themelio_gpu.sandbox import deploy
-    from themelio_gpu.sandbox.cluster import Sandbox
+    from themelio_gpu.sandbox import providers
     from themelio_gpu.sandbox.errors import SandboxError
     from themelio_gpu.sandbox.tools import Toolbox
 
     tools = load_tools()
-    exact = deploy.provider_uses({"kubernetes": "2.38.0", "helm": "3.1.1"}, tools)
+    exact = providers.provider_uses({"kubernetes": "2.38.0", "helm": "3.1.1"}, tools)
     assert [(u.type, u.built, u.substituted) for u in exact] == [
         ("helm", "3.1.1", False),
         ("kubernetes", "2.38.0", False),
     ]
-    assert deploy.describe_substitutes(exact) == ""
-    terrain = deploy.provider_uses({"kubernetes": "3.4.0", "helm": "3.3.0"}, tools)
+    assert providers.describe_substitutes(exact) == ""
+    terrain = providers.provider_uses({"kubernetes": "3.4.0", "helm": "3.3.0"}, tools)
     assert [(u.type, u.built, u.substituted) for u in terrain] == [
         ("helm", "3.1.2", True),
         ("kubernetes", "3.2.1", True),
     ]
-    said = deploy.describe_substitutes(terrain)
+    said = providers.describe_substitutes(terrain)
     assert (
         "hashicorp/helm 3.3.0 and hashicorp/kubernetes 3.4.0" in said and "helm 3.1.2 and kubernetes 3.2.1" in said
     )
     with pytest.raises(
         SandboxError, match=r"pins hashicorp/kubernetes 4\.0\.0; the sandbox builds v2\.38\.0, v3\.2\.1"
     ):
-        deploy.provider_uses({"kubernetes": "4.0.0"}, tools)
+        providers.provider_uses({"kubernetes": "4.0.0"}, tools)
 
-    monkeypatch.setenv("THEMELIO_SANDBOX_DIR", str(tmp_path / "sandboxes"))
-    monkeypatch.delenv("THEMELIO_SANDBOX_PROVIDERS", raising=False)
-    sandbox = Sandbox("east")
-    mirror = deploy.provider_mirror(sandbox, Toolbox(tools), terrain)
+    mirror = tmp_path / "mirror"
+    rc = providers.write_mirror(mirror, Toolbox(tools), terrain)
+    assert f'path    = "{mirror}"' in rc.read_text()
+    assert providers.required_providers_override(terrain) == {"required_providers": {
+        "helm": {"source": "hashicorp/helm", "version": "3.1.2"},
+        "kubernetes": {"source": "hashicorp/kubernetes", "version": "3.2.1"},
+    }}  # fmt: skip
+    assert providers.required_providers_override(exact) == {}
     held = sorted(str(p.relative_to(mirror)) for p in mirror.glob("*/hashicorp/*/*/linux_amd64/*"))
     assert held == sorted(
         f"{registry}/hashicorp/{t}/{v}/linux_amd64/terraform-provider-{t}_v{v}"
-        for registry in deploy.REGISTRIES for t, v in (("helm", "3.1.2"), ("kubernetes", "3.2.1"))
+        for registry in providers.REGISTRIES for t, v in (("helm", "3.1.2"), ("kubernetes", "3.2.1"))
     )  # fmt: skip
-    assert deploy.stack_pins({"terraform": {"required_providers": {
+    assert providers.stack_pins({"terraform": {"required_providers": {
         "kubernetes": {"source": "hashicorp/kubernetes", "version": "3.4.0"},
         "other": {"source": "example/other", "version": "1.0.0"},
     }}}) == {"kubernetes": "3.4.0"}  # fmt: skip

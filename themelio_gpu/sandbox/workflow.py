@@ -27,6 +27,7 @@ from themelio_gpu.sandbox import (
     inventory,
     parallel,
     probe,
+    providers,
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
@@ -45,7 +46,7 @@ def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
     providers the stacks pin (and OpenTofu with --with tofu)."""
     needed = {*UP_TOOLS, *(cluster.kubernetes_tool(p.definition) for p in plans)}
     if runner is not None:
-        needed |= deploy.provider_tools()
+        needed |= providers.provider_tools()
         if runner == "tofu":
             needed.add("opentofu")
     return toolbox(tuple(sorted(needed)))
@@ -74,7 +75,7 @@ def _start(plan: ClusterPlan, tools: Toolbox, args: argparse.Namespace) -> None:
     substitutes = (
         ""
         if registry_providers()
-        else deploy.describe_substitutes(deploy.provider_uses(deploy.engine_pins(), tools.tools))
+        else providers.describe_substitutes(providers.provider_uses(providers.engine_pins(), tools.tools))
     )
     if substitutes:
         _say(f"sandbox: {plan.name}: {substitutes}")
