@@ -154,6 +154,8 @@ def compare_sides(
             if base.stacks[n].same_as_head
             or (base.stacks[n].digest is not None and base.stacks[n].digest == head.stacks[n].digest)
         }
+        for side in (base, head):  # decided: their plans are no longer needed, unless unread and planned later
+            side.release(same)
         compared = len(names) - len(same)
         notes += (
             f"{len(same)} of {len(names)} stacks have the same inputs on both sides (cluster plan, tool, packages, "
