@@ -154,7 +154,7 @@ def compare_sides(
             if base.stacks[n].same_as_head
             or (base.stacks[n].digest is not None and base.stacks[n].digest == head.stacks[n].digest)
         }
-        for side in (base, head):  # decided: their plans are no longer needed, unless unread and planned later
+        for side in (base, head):  # decided without synthesis: their plans are no longer needed
             side.release(same)
         compared = len(names) - len(same)
         notes += (
