@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,13 @@ from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox
 
-PROVISIONED_ONLY = {**DRA_CLUSTER, "nodePools": [DRA_CLUSTER["nodePools"][1]]}
+PROVISIONED_ONLY = {
+    **DRA_CLUSTER,
+    "nodePools": [
+        {**DRA_CLUSTER["nodePools"][0], "provisioning": {"provisioned": {}}},
+        DRA_CLUSTER["nodePools"][1],
+    ],
+}
 """A cluster without static nodes, so that two of it under two names make one fleet."""
 
 
@@ -176,8 +183,12 @@ def _destroying(sandboxes: Path) -> bool:
     return False
 
 
-KILL_TRIES = {"up": 10, "apply": 4, "probe": 3, "check --jobs": 3}
-"""How many times each command is killed (kill -9) at a random moment: 20 in all."""
+KILL_TRIES = {"up": 6, "apply": 2, "probe": 1, "check --jobs": 1}
+"""How many times each command is killed (kill -9) at a random moment, in each of LANES lanes: 20 in all."""
+LANES = 2
+"""Tries run in lanes side by side, each in a sandboxes' folder of its own (as two checkouts would)."""
+SPANS = {"up": 10.0, "apply": 20.0, "probe": 20.0, "check --jobs": 45.0}
+"""Seconds after its start within which each command is killed, uniformly: about its run on 2 CPUs."""
 
 
 def test_down_after_a_kill_9_at_a_random_moment_leaves_no_process_and_no_folder(
@@ -188,22 +199,39 @@ def test_down_after_a_kill_9_at_a_random_moment_leaves_no_process_and_no_folder(
     and no folder. The seed is printed (THEMELIO_KILL_SEED replays a run)."""
     _deploy_tools(tmp_path)
     seed = int(os.environ.get("THEMELIO_KILL_SEED") or time.time())
-    chance = random.Random(seed)
     started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=LANES) as lanes:
+        futures = [
+            lanes.submit(_kill_lane, tmp_path / f"lane-{n}", sandboxes / f"lane-{n}", seed + n)
+            for n in range(LANES)
+        ]
+        outcomes = [line for future in futures for line in future.result()]
+    assert not sandboxes.exists() or not any(sandboxes.iterdir())
+    with capsys.disabled():
+        print(
+            f"\n{len(outcomes)} kill -9 tries (seed {seed}, {LANES} lanes) in {time.monotonic() - started:.0f} s:"
+        )
+        print("\n".join(outcomes))
+
+
+def _kill_lane(folder: Path, sandboxes: Path, seed: int) -> list[str]:
+    """One lane's tries (KILL_TRIES, in an order `seed` shuffles); each asserts that down left nothing."""
+    folder.mkdir()
+    chance = random.Random(seed)
     two: list[dict[str, Any]] = [PROVISIONED_ONLY, {**PROVISIONED_ONLY, "name": "live-2"}]
     tries = [command for command, times in KILL_TRIES.items() for _ in range(times)]
     chance.shuffle(tries)
     outcomes = []
     for number, command in enumerate(tries, 1):
+        began = time.monotonic()
         definitions = two if command == "check --jobs" else [PROVISIONED_ONLY]
         if command in ("apply", "probe"):
-            _until_done(tmp_path, sandboxes, definitions, "up", "live")
+            _until_done(folder, sandboxes, definitions, "up", "live")
         if command == "probe":
-            _until_done(tmp_path, sandboxes, definitions, "apply", "live")
+            _until_done(folder, sandboxes, definitions, "apply", "live")
         args = ("check", "--every", "--jobs", "2", "--probe") if command == "check --jobs" else (command, "live")
-        span = {"up": 10.0, "apply": 20.0, "probe": 20.0, "check --jobs": 60.0}[command]
-        moment = chance.uniform(0, span)
-        victim = sandbox_command(tmp_path, sandboxes, *args, definitions=definitions)
+        moment = chance.uniform(0, SPANS[command])
+        victim = sandbox_command(folder, sandboxes, *args, definitions=definitions)
         try:
             victim.wait(timeout=moment)
             ended = f"ended by itself (exit {victim.returncode}) before {moment:.1f} s"
@@ -212,17 +240,16 @@ def test_down_after_a_kill_9_at_a_random_moment_leaves_no_process_and_no_folder(
             victim.wait()
             ended = f"killed at {moment:.1f} s"
         for definition in definitions:
-            down = sandbox_command(tmp_path, sandboxes, "down", str(definition["name"]), definitions=definitions)
+            down = sandbox_command(folder, sandboxes, "down", str(definition["name"]), definitions=definitions)
             out, err = down.communicate(timeout=600)
             assert down.returncode in (0, 1), out + err  # 1: the stack a killed command half applied left objects
         left, folders = processes_of(sandboxes), list(sandboxes.iterdir()) if sandboxes.exists() else []
         outcomes.append(
-            f"try {number}: {command} {ended}; after down: {len(left)} processes, {len(folders)} folders"
+            f"{folder.name} try {number}: {command} {ended}; after down: {len(left)} processes, {len(folders)} "
+            f"folders ({time.monotonic() - began:.0f} s)"
         )
         assert not left and not folders, f"seed {seed}: {outcomes[-1]}: {left} {folders}"
-    with capsys.disabled():
-        print(f"\n{len(tries)} kill -9 tries (seed {seed}) in {time.monotonic() - started:.0f} s:")
-        print("\n".join(outcomes))
+    return outcomes
 
 
 def _until_done(tmp_path: Path, sandboxes: Path, definitions: list[dict[str, Any]], *args: str) -> None:
