@@ -112,9 +112,10 @@ bench: .venv/.synced
 lock:
 	./scripts/lock.sh
 
-# The sandbox's tools (Kubernetes, etcd, kwok, helm, OpenTofu, the provider stand-ins), pinned in
-# themelio_gpu/sandbox/tools.toml and built from their Go modules into ~/.cache/themelio-gpu/tools (needs Go
-# 1.26); a built tool is not built again. docs/sandbox.md.
+# The sandbox's tools (Kubernetes, etcd, kwok, helm, OpenTofu, HashiCorp's providers), pinned in
+# themelio_gpu/sandbox/tools.toml and built from their Go modules or from upstream source archives
+# ($THEMELIO_SOURCE_ARCHIVES, else ../shared/sources) into ~/.cache/themelio-gpu/tools (needs Go 1.26); a built
+# tool is not built again. docs/sandbox.md.
 sandbox-tools: .venv/.synced
 	$(VENV)/python -m themelio_gpu sandbox tools
 

@@ -363,7 +363,7 @@ def test_the_sandbox_deploys_through_the_fleets_mirror_and_ships_local_charts(
     stack = {
         "resource": {"helm_release": {"gpu_operator": {"chart": "./assets/x.tgz"}, "dra": {"repository": "u"}}}
     }
-    assert "resource" not in deploy._override(plan, sandbox, stack)
+    assert "resource" not in deploy._override(plan, sandbox, stack, [])
     # What Helm keeps after uninstall is read from the archive the stack installs.
     assert "CustomResourceDefinition//x.example.com" in inventory.kept_by_helm(plan, tmp_path / "no-cache")
     # A repository the cluster file names itself is out of the sandbox's reach: that release alone installs from
@@ -372,7 +372,7 @@ def test_the_sandbox_deploys_through_the_fleets_mirror_and_ships_local_charts(
     plan = _plan(_project(tmp_path, cluster(gpuOperator={"repository": own})))
     assert chart_repository.own_repositories(plan) == {own: "gpuOperator.repository"}
     stack = {"resource": {"helm_release": {"gpu_operator": {"repository": own}, "dra": {"repository": "u"}}}}
-    replaced = deploy._override(plan, sandbox, stack)["resource"]
+    replaced = deploy._override(plan, sandbox, stack, [])["resource"]
     assert replaced == {"helm_release": {"gpu_operator": {"repository": "http://127.0.0.1:4321"}}}
     # A fleet whose mirror is a local chart folder keeps it in the sandbox too.
     paths = _project(tmp_path, cluster(), charts={"mirror": "charts"})

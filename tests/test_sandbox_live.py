@@ -35,6 +35,7 @@ from tests.live_sandbox import (
 from tests.requirements import unavailable
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
+from themelio_gpu.sandbox import providers
 from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, SYSTEM_NODE
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
@@ -241,7 +242,7 @@ def test_apply_then_an_edit_plans_exit_2_and_applies_and_down_leaves_nothing_of_
     """The user's loop on a sandbox, through the CLI: up, apply (the plan after it empty), an edit to the
     cluster file makes `plan` exit 2 with the change shown, apply again, down with nothing of the stack left."""
     try:
-        toolbox((*CONTROL_PLANE_TOOLS, "provider-standin"))
+        toolbox((*CONTROL_PLANE_TOOLS, *providers.provider_tools()))
     except MissingToolError as error:
         unavailable(str(error))
 
@@ -282,7 +283,7 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
     from themelio_gpu.sandbox import trial as sandbox_trial
 
     try:
-        toolbox((*CONTROL_PLANE_TOOLS, "provider-standin"))
+        toolbox((*CONTROL_PLANE_TOOLS, *providers.provider_tools()))
     except MissingToolError as error:
         unavailable(str(error))
     catalog, stacks = write_fleet(tmp_path, [DRA_CLUSTER])

@@ -1,8 +1,12 @@
-"""`make sandbox-tools`: build every tool of tools.toml that is not built yet, from its Go module, in parallel.
+"""`make sandbox-tools`: build every tool of tools.toml that is not built yet, in parallel.
 
 A tool from the module proxy is built in a scratch module that requires it (the standard way for a module
 whose go.mod replaces its own parts, like k8s.io/kubernetes and etcd): `go mod tidy`, then `go build
--trimpath` with CGO off, the entry's tags and version-stamping ldflags. The binaries go to a temporary
+-trimpath` with CGO off, the entry's tags and version-stamping ldflags. A tool from an upstream source archive
+(the releases the proxy refuses) has the archive's SHA-256 checked against tools.toml before it is unpacked
+into a scratch folder, and is built there as its own repository builds it (`-mod=vendor` where it vendors its
+dependencies, else with the module proxy). Every archive is checked before anything is built: a missing or
+altered one stops the command with one line naming it. The binaries go to a temporary
 folder beside the tool's cache folder and replace it by rename only when every binary is built, so an
 interrupted or failed build leaves the old folder or none, never half of one. Every child runs in its own
 process group and is ended with the command (Ctrl-C, SIGTERM): no `go` or compiler outlives it.
@@ -10,6 +14,7 @@ process group and is ended with the command (Ctrl-C, SIGTERM): no `go` or compil
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -17,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -26,7 +32,16 @@ from contextlib import suppress
 from pathlib import Path
 
 from themelio_gpu import exits, interrupts
-from themelio_gpu.sandbox.tools import PROJECT_ROOT, Tool, cache_root, go_version, load_tools
+from themelio_gpu.sandbox.tools import (
+    ARCHIVES_ENV,
+    ARCHIVES_README,
+    PROVIDERS_ENV,
+    Tool,
+    cache_root,
+    go_version,
+    load_tools,
+    registry_providers,
+)
 
 
 class BuildError(Exception):
@@ -77,10 +92,42 @@ class _Children:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(tool: Tool) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(CGO_ENABLED="0", GOFLAGS="-buildvcs=false", GOWORK="off")
+    env.update(CGO_ENABLED="1" if tool.cgo else "0", GOFLAGS="-buildvcs=false", GOWORK="off")
     return env
+
+
+def archive_problem(tool: Tool) -> str | None:
+    """Why the tool's source archive cannot be built from (missing, or not the archive tools.toml pins), or None."""
+    path = tool.archive_path
+    if not path.is_file():
+        where = f"${ARCHIVES_ENV}" if os.environ.get(ARCHIVES_ENV) else "../shared/sources"
+        return (
+            f"{tool.name} {tool.version}: no source archive {path} ({where}; {ARCHIVES_README} says where each "
+            f"comes from; set {ARCHIVES_ENV} to a folder holding it"
+            + (f", or {PROVIDERS_ENV}=registry where Terraform reaches its registry)" if tool.provider else ")")
+        )
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != tool.sha256:
+        return (
+            f"{tool.name} {tool.version}: {path} has SHA-256 {digest.hexdigest()}, tools.toml pins {tool.sha256}: "
+            f"not the upstream archive ({ARCHIVES_README})"
+        )
+    return None
+
+
+def _unpack(tool: Tool, scratch: Path) -> Path:
+    """The archive's tree in the scratch folder (its one top folder, as `git archive --prefix` writes it)."""
+    with tarfile.open(tool.archive_path) as archive:
+        archive.extractall(scratch, filter="data")
+    tops = [p for p in scratch.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise BuildError(f"{tool.name}: {tool.archive_path} holds {len(tops)} top folders, not one")
+    return tops[0]
 
 
 def _staging_replaces(tool: Tool, children: _Children, scratch: Path, env: dict[str, str], log: Path) -> list[str]:
@@ -110,7 +157,7 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
     started = time.monotonic()
     log = logs / f"{tool.name}-{tool.version}.log"
     log.write_text("")
-    env = _go_env()
+    env = _go_env(tool)
     parent = tool.folder.parent
     parent.mkdir(parents=True, exist_ok=True)
     out = Path(tempfile.mkdtemp(prefix=f".{tool.name}-{tool.version}.", dir=parent))
@@ -120,7 +167,15 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
         build = ["go", "build", "-trimpath", "-ldflags", ldflags.strip()]
         if tool.tags:
             build += ["-tags", tool.tags]
-        if tool.files:  # data from the module: downloaded, not built
+        if tool.vendor:
+            build += ["-mod=vendor"]
+        if tool.buildmode:
+            build += [f"-buildmode={tool.buildmode}"]
+        if tool.archive:  # an upstream tree: built where it is, as its repository builds it
+            workdir = _unpack(tool, scratch)
+            for name, path in tool.files.items():
+                _copy(workdir / path, out / name)
+        elif tool.files:  # data from the module: downloaded, not built
             children.run(["go", "mod", "download", "-json", f"{tool.module}@{tool.version}"], scratch, env, log)
             found = re.findall(r'"Dir": "([^"]+)"', log.read_text())
             if not found:
@@ -128,10 +183,8 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
                     f"{tool.name}: `go mod download` named no folder for {tool.module}@{tool.version}"
                 )
             for name, path in tool.files.items():
-                shutil.copyfile(Path(found[-1]) / path, out / name)
+                _copy(Path(found[-1]) / path, out / name)
             workdir = scratch
-        elif tool.source:  # this project's own module, with its committed go.sum
-            workdir = PROJECT_ROOT / tool.source
         else:
             replaces = list(tool.replace)
             if tool.staging:
@@ -149,7 +202,7 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
                 children.run([*build, "-o", str(out / binary), package], workdir, env, log)
         (out / ".recipe").write_text(tool.recipe(go) + "\n")
         (out / "VERSION").write_text(
-            f"{tool.name} {tool.version} ({tool.module or tool.source}), built with {go}\n"
+            f"{tool.name} {tool.version} ({tool.module or tool.archive}), built with {go}\n"
         )
         out.chmod(0o755)
         with interrupts.deferred():
@@ -162,6 +215,14 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
         shutil.rmtree(out, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
     return time.monotonic() - started
+
+
+def _copy(source: Path, target: Path) -> None:
+    """A file, or a folder with everything in it (the module cache's copies are read-only: the copy is not)."""
+    if source.is_dir():
+        shutil.copytree(source, target, copy_function=shutil.copyfile)
+    else:
+        shutil.copyfile(source, target)
 
 
 def build(names: Sequence[str] = (), jobs: int = 2, force: bool = False) -> int:
@@ -183,7 +244,18 @@ def build(names: Sequence[str] = (), jobs: int = 2, force: bool = False) -> int:
         )
         return exits.BAD_INPUT
     chosen = [tools[n] for n in (names or tools)]
+    if registry_providers() and not names:
+        skipped = [t for t in chosen if t.provider]
+        if skipped:
+            print(f"sandbox tools: not building {', '.join(t.name for t in skipped)}: {PROVIDERS_ENV}=registry "
+                  "(Terraform installs the providers)")  # fmt: skip
+        chosen = [t for t in chosen if not t.provider]
     todo = [t for t in chosen if force or not t.ready(go)]
+    problems = [p for p in (archive_problem(t) for t in todo if t.archive) if p]
+    if problems:
+        for problem in problems:
+            print(f"sandbox tools: {problem}", file=sys.stderr)
+        return exits.BAD_INPUT
     for tool in chosen:
         if tool not in todo:
             print(f"sandbox tools: {tool.name} {tool.version} is built ({tool.folder})")

@@ -8,7 +8,8 @@ Terraform's own mechanisms point it at the sandbox:
   another) has the cluster file's context pointing at the sandbox's API server;
 - `sandbox_override.tf.json` (a Terraform override file) sets a local backend in the sandbox's folder (and,
   for a cluster reached by host and exec plugin, the providers' access to the sandbox);
-- `TF_CLI_CONFIG_FILE` installs the providers from the sandbox's filesystem mirror only.
+- `TF_CLI_CONFIG_FILE` installs the providers from the sandbox's filesystem mirror of HashiCorp's providers as
+  built from source (providers.py), unless THEMELIO_SANDBOX_PROVIDERS=registry.
 `terraform` (1.11, or $THEMELIO_TERRAFORM), `tofu` (the built OpenTofu) or `cdktf` (`cdktf deploy` through
 the CDKTF CLI, which synthesizes the app itself and runs Terraform in its output folder) run it.
 """
@@ -29,18 +30,14 @@ import yaml
 
 from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox import providers
 from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.components import chart_repository
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox
+from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox, registry_providers
 from themelio_gpu.settings import CHART_MIRROR_ENV
 
 RUNNERS = ("terraform", "tofu", "cdktf")
-PROVIDERS = {  # the versions each engine's stacks pin (themelio_gpu/constructs/providers.py)
-    "kubernetes": ("2.38.0", "3.4.0"),
-    "helm": ("3.1.1", "3.3.0"),
-}
-REGISTRIES = ("registry.terraform.io", "registry.opentofu.org")
 
 
 @dataclass(frozen=True)
@@ -49,21 +46,6 @@ class Step:
     code: int
     seconds: float
     output: str
-
-
-def provider_mirror(sandbox: Sandbox, toolbox: Toolbox) -> Path:
-    """A filesystem mirror of the stand-in providers under every version and registry the stacks ask for."""
-    mirror = sandbox.folder / "providers"
-    for registry in REGISTRIES:
-        for provider, versions in PROVIDERS.items():
-            binary = toolbox.binary("provider-standin", f"terraform-provider-{provider}")
-            for version in versions:
-                folder = mirror / registry / "hashicorp" / provider / version / "linux_amd64"
-                folder.mkdir(parents=True, exist_ok=True)
-                target = folder / f"terraform-provider-{provider}_v{version}"
-                if not target.exists():
-                    target.symlink_to(binary)
-    return mirror
 
 
 def _kubeconfig_for(plan: ClusterPlan, sandbox: Sandbox) -> tuple[Path, dict[str, Any]]:
@@ -121,12 +103,16 @@ def _api_access(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
     }
 
 
-def _override(plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any]) -> dict[str, Any]:
-    """The sandbox's state and API access; and, for a release whose cluster file names a repository address of
-    its own (out of the sandbox's reach), the sandbox's chart repository as that release's repository."""
+def _override(
+    plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any], uses: list[providers.ProviderUse]
+) -> dict[str, Any]:
+    """The sandbox's state and API access; the provider releases that stand for pins the sandbox cannot build
+    (describe_substitutes); and, for a release whose cluster file names a repository address of its own (out of
+    the sandbox's reach), the sandbox's chart repository as that release's repository."""
     override: dict[str, Any] = {
         "terraform": {"backend": {"local": {"path": str(sandbox.folder / "terraform.tfstate")}}},
     }
+    override["terraform"] |= providers.required_providers_override(uses)
     if plan.definition.access.api is not None:
         override["provider"] = _api_access(plan, sandbox)
     own = chart_repository.own_repositories(plan)
@@ -138,12 +124,9 @@ def _override(plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any]) -> dic
     return override
 
 
-PROVIDERS_ENV = "THEMELIO_SANDBOX_PROVIDERS"
-"""`registry`: Terraform installs the providers as it does for you (the registry, or your own mirror in
-TF_CLI_CONFIG_FILE), instead of the sandbox's mirror of stand-ins."""
-
-
-def _environment(sandbox: Sandbox, toolbox: Toolbox, mirror: dict[str, str]) -> dict[str, str]:
+def _environment(
+    sandbox: Sandbox, toolbox: Toolbox, mirror: dict[str, str], uses: list[providers.ProviderUse]
+) -> dict[str, str]:
     """Terraform's (and `cdktf deploy`'s, whose synthesis gets the same mirror) environment."""
     env = _with_mirror(mirror)
     env.update(
@@ -153,20 +136,9 @@ def _environment(sandbox: Sandbox, toolbox: Toolbox, mirror: dict[str, str]) -> 
         CHECKPOINT_DISABLE="1",
         KUBECONFIG=str(sandbox.kubeconfig),
     )
-    if os.environ.get(PROVIDERS_ENV) == "registry":
+    if registry_providers():
         return env
-    rc = sandbox.folder / "terraformrc"
-    providers = provider_mirror(sandbox, toolbox)
-    patterns = json.dumps(
-        [f"{registry}/hashicorp/{provider}" for registry in REGISTRIES for provider in PROVIDERS]
-    )
-    rc.write_text(
-        "provider_installation {\n"
-        f'  filesystem_mirror {{\n    path    = "{providers}"\n    include = {patterns}\n  }}\n'
-        f"  direct {{\n    exclude = {patterns}\n  }}\n}}\n"
-    )
-    env["TF_CLI_CONFIG_FILE"] = str(rc)
-    env.pop("TF_DISABLE_PLUGIN_TLS", None)
+    env["TF_CLI_CONFIG_FILE"] = str(providers.write_mirror(sandbox.folder / "providers", toolbox, uses))
     return env
 
 
@@ -186,19 +158,23 @@ def _synthesize(
 
 
 def prepare(
-    plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, catalog: Path, stacks_dir: Path
+    plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, catalog: Path, stacks_dir: Path, say: Any = print
 ) -> tuple[Path, dict[str, str]]:
     """Synthesize the stack into the sandbox and point it at the sandbox; returns its folder and environment."""
     mirror = mirror_environment(plan, sandbox)
     stack_dir = _synthesize(plan, sandbox, catalog, stacks_dir, mirror)
     stack = json.loads((stack_dir / "cdk.tf.json").read_text())
+    uses = [] if registry_providers() else providers.provider_uses(providers.stack_pins(stack), toolbox.tools)
+    substitutes = providers.describe_substitutes(uses)
+    if substitutes:
+        say(f"sandbox: {plan.name}: {substitutes}")
     (stack_dir / "sandbox_override.tf.json").write_text(
-        json.dumps(_override(plan, sandbox, stack), indent=2) + "\n"
+        json.dumps(_override(plan, sandbox, stack, uses), indent=2) + "\n"
     )
     kubeconfig, content = _kubeconfig_for(plan, sandbox)
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     kubeconfig.write_text(yaml.safe_dump(content))
-    return stack_dir, _environment(sandbox, toolbox, mirror)
+    return stack_dir, _environment(sandbox, toolbox, mirror, uses)
 
 
 def _binary(runner: str, toolbox: Toolbox) -> str:

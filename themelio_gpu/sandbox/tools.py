@@ -1,9 +1,9 @@
 """The sandbox's tools: which (tools.toml, the one file of versions), where they are, and whether they are built.
 
-Each tool is built from its Go module into `<cache>/<tool>-<version>/`, with a `.recipe` file holding the
-digest of what it was built from (its tools.toml entry, the Go version, and for a tool built from this
-project's own source, that source). A folder whose recipe matches and that holds every binary is ready;
-anything else is built again (`build.py`). The cache is outside the clone, so every checkout shares it.
+Each tool is built from its Go module, or from an upstream source archive the module proxy does not serve, into
+`<cache>/<tool>-<version>/`, with a `.recipe` file holding the digest of what it was built from (its tools.toml
+entry, with an archive's SHA-256, and the Go version). A folder whose recipe matches and that holds every binary
+is ready; anything else is built again (`build.py`). The cache is outside the clone, so every checkout shares it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ TOOLS_FILE = Path(__file__).with_name("tools.toml")
 CACHE_ENV = "THEMELIO_TOOLS_CACHE"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BUILD_TARGET = "make sandbox-tools"
-GO_MODULE_FILES = ("go.mod", "go.sum")
+ARCHIVES_ENV = "THEMELIO_SOURCE_ARCHIVES"
+ARCHIVES_README = "../shared/sources/README.md"
 
 
 def cache_root() -> Path:
@@ -33,6 +34,22 @@ def cache_root() -> Path:
         return Path(given).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "themelio-gpu" / "tools"
+
+
+PROVIDERS_ENV = "THEMELIO_SANDBOX_PROVIDERS"
+"""`registry`: Terraform installs the providers as it does for you (the registry, or your own mirror in
+TF_CLI_CONFIG_FILE); the sandbox then builds and needs no provider of its own."""
+
+
+def registry_providers() -> bool:
+    return os.environ.get(PROVIDERS_ENV) == "registry"
+
+
+def archives_folder() -> Path:
+    """$THEMELIO_SOURCE_ARCHIVES, else ../shared/sources beside the project: the upstream source archives of the
+    tools the Go module proxy does not serve (each archive's SHA-256 is pinned in tools.toml)."""
+    given = os.environ.get(ARCHIVES_ENV)
+    return Path(given).expanduser() if given else PROJECT_ROOT.parent / "shared" / "sources"
 
 
 @dataclass(frozen=True)
@@ -48,7 +65,16 @@ class Tool:
     tags: str = ""
     replace: tuple[str, ...] = ()
     staging: str = ""
-    source: str = ""
+    archive: str = ""
+    """An upstream source archive's file name (in archives_folder()), built inside its unpacked tree."""
+    sha256: str = ""
+    vendor: bool = False
+    """Build with `-mod=vendor` (the archive holds its dependencies)."""
+    cgo: bool = False
+    buildmode: str = ""
+    provider: str = ""
+    """For a Terraform provider: its type (`kubernetes`, `helm`); the sandbox's provider mirror holds it under
+    its version."""
     entry: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """The tools.toml entry as written: what the build recipe's digest covers."""
 
@@ -56,21 +82,18 @@ class Tool:
     def folder(self) -> Path:
         return cache_root() / f"{self.name}-{self.version}"
 
+    @property
+    def archive_path(self) -> Path:
+        return archives_folder() / self.archive
+
     def path(self, binary: str) -> Path:
         return self.folder / binary
 
     def recipe(self, go_version: str) -> str:
-        """What the build depends on, as one digest: the entry as tools.toml pins it, the Go toolchain, and for a
-        tool of this project's own source, its Go files and go.mod/go.sum (not its docs)."""
+        """What the build depends on, as one digest: the entry as tools.toml pins it (an archive's SHA-256
+        included) and the Go toolchain."""
         digest = hashlib.sha256()
         digest.update(json.dumps({"entry": self.entry, "go": go_version}, sort_keys=True).encode())
-        if self.source:
-            root = PROJECT_ROOT / self.source
-            built_from = [
-                p for p in root.rglob("*") if p.is_file() and (p.suffix == ".go" or p.name in GO_MODULE_FILES)
-            ]
-            for file in sorted(built_from):
-                digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes() + b"\0")
         return digest.hexdigest()
 
     def ready(self, go_version: str) -> bool:
@@ -78,14 +101,12 @@ class Tool:
         return stamp.is_file() and stamp.read_text().strip() == self.recipe(go_version) and self.built()
 
     def built(self) -> bool:
-        """Every binary is there and executable, and every file is there."""
-        return all(os.access(self.path(b), os.X_OK) for b in self.binaries) and all(
-            self.path(f).is_file() for f in self.files
-        )
+        """Every binary is there and executable, and every file (or folder) is there."""
+        return not self.missing()
 
     def missing(self) -> list[str]:
         return [b for b in self.binaries if not os.access(self.path(b), os.X_OK)] + [
-            f for f in self.files if not self.path(f).is_file()
+            f for f in self.files if not self.path(f).exists()
         ]
 
 
@@ -104,7 +125,12 @@ def load_tools(file: Path = TOOLS_FILE) -> dict[str, Tool]:
             tags=entry.get("tags", ""),
             replace=tuple(entry.get("replace", ())),
             staging=entry.get("staging", ""),
-            source=entry.get("source", ""),
+            archive=entry.get("archive", ""),
+            sha256=entry.get("sha256", ""),
+            vendor=bool(entry.get("vendor", False)),
+            cgo=bool(entry.get("cgo", False)),
+            buildmode=entry.get("buildmode", ""),
+            provider=entry.get("provider", ""),
             entry=entry,
         )
     return tools

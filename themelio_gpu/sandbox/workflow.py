@@ -29,11 +29,12 @@ from themelio_gpu.sandbox import (
     inventory,
     parallel,
     probe,
+    providers,
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
 from themelio_gpu.sandbox.supervisor import Supervisor
-from themelio_gpu.sandbox.tools import Toolbox, toolbox
+from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
 from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR, InputPaths, chart_cache, input_paths
 from themelio_gpu.words import count
 
@@ -45,11 +46,11 @@ UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm", "karpenter-crds")
 
 def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
     """The tools these clusters' sandboxes need: the control plane at each one's version, their components';
-    to deploy, the provider stand-ins (and OpenTofu with --with tofu)."""
+    to deploy, HashiCorp's providers the stacks pin (and OpenTofu with --with tofu)."""
     needed = {*UP_TOOLS, *(cluster.kubernetes_tool(p.definition) for p in plans)}
     needed |= {tool for plan in plans for tool in components.tools(plan)}
     if runner is not None:
-        needed.add("provider-standin")
+        needed |= providers.provider_tools()
         if runner == "tofu":
             needed.add("opentofu")
     return toolbox(tuple(sorted(needed)))
@@ -75,6 +76,13 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _start(plan: ClusterPlan, tools: Toolbox, args: argparse.Namespace) -> None:
+    substitutes = (
+        ""
+        if registry_providers()
+        else providers.describe_substitutes(providers.provider_uses(providers.engine_pins(), tools.tools))
+    )
+    if substitutes:
+        _say(f"sandbox: {plan.name}: {substitutes}")
     sandbox = cluster.up(plan, tools, chart_cache(args.charts), port=args.port, keep=args.keep, say=_say)
     try:
         with _working_on(sandbox):
