@@ -201,29 +201,31 @@ def test_every_kind_discovery_lists_is_compared_serviceaccounts_and_controllerre
     ]  # fmt: skip
     assert all(reason for reason in inventory.NOT_COMPARED.values())
 
-    def item(kind: str, name: str, manager: str, owner: bool = False) -> dict[str, Any]:
-        metadata: dict[str, Any] = {
-            "name": name,
-            "namespace": "gpu-operator",
-            "managedFields": [{"manager": manager}],
-        }
+    def item(kind: str, name: str, manager: str | None, owner: bool = False) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": name, "namespace": "gpu-operator"}
+        if manager:
+            metadata["managedFields"] = [{"manager": manager}]
         if owner:
             metadata["ownerReferences"] = [{"kind": "DaemonSet", "name": "nvidia-driver"}]
         return {"kind": kind, "metadata": metadata}
 
+    the_gcs = item("ControllerRevision", "nvidia-driver-5d4f", "kube-controller-manager", owner=True)
     items = [
         item("ServiceAccount", "gpu-operator", "helm"),  # the chart's: the stack's to remove
-        item("ServiceAccount", "default", "kube-controller-manager"),  # every namespace's, Helm's kept ones too
         item(
-            "ControllerRevision", "nvidia-driver-5d4f", "kube-controller-manager", owner=True
-        ),  # the GC's to remove
+            "ServiceAccount", "default", None
+        ),  # every namespace's (as the API server shows it: no managedFields)
+        the_gcs,  # the garbage collector's to remove with its DaemonSet
         item("ConfigMap", "kube-root-ca.crt", "kube-controller-manager"),
+        item("ConfigMap", "gpu-operator", "kube-controller-manager"),  # only the control plane wrote it
+        item("ConfigMap", "default", "helm"),  # a chart's, whatever its name
     ]
     assert inventory.objects_of(items, control_plane_own=False) == {
         "ServiceAccount/gpu-operator/gpu-operator": False,
         "ControllerRevision/gpu-operator/nvidia-driver-5d4f": True,
+        "ConfigMap/gpu-operator/default": False,
     }
-    assert "ServiceAccount/gpu-operator/default" in inventory.objects_of(items)  # the baseline keeps everything
+    assert "ConfigMap/gpu-operator/gpu-operator" in inventory.objects_of(items)  # the baseline keeps it
 
 
 def test_a_device_the_scheduler_allocated_is_asked_of_the_offline_cel_evaluator() -> None:
