@@ -143,6 +143,38 @@ def test_a_port_another_process_takes_before_its_component_binds_it_starts_the_c
         taken.close()
 
 
+def test_a_component_that_ends_while_the_control_plane_starts_is_started_again(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller manager exits when the API server is not healthy within 10 s, which a busy machine's can
+    miss: here it is killed as soon as kwokctl has started it; `up` starts it again and the sandbox works."""
+    real, killed = control_plane._ended, list[int]()
+
+    def ended(sandbox: sandbox_cluster.Sandbox) -> list[str]:
+        pid_file = sandbox.kwok_workdir / "clusters" / sandbox.kwok_name / "pids" / "kube-controller-manager.pid"
+        if not killed and pid_file.is_file() and pid_file.read_text().strip():
+            killed.append(int(pid_file.read_text()))
+            os.kill(killed[0], signal.SIGKILL)
+            time.sleep(0.1)
+        return real(sandbox)
+
+    monkeypatch.setattr(control_plane, "_ended", ended)
+    said: list[str] = []
+    plan = plan_of(fleet_of(tmp_path, PROVISIONED_ONLY), "live")
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=said.append)
+    try:
+        assert killed
+        assert (
+            "sandbox: kube-controller-manager of the control plane ended while it started: starting it again"
+            in said
+        )
+        manager = Supervisor(sandbox.folder).processes("control-plane.kube-controller-manager")
+        assert len(manager) == 1 and manager[0].pid != killed[0] and Supervisor.running(manager[0])
+        assert _answers(tools, sandbox)
+    finally:
+        sandbox_cluster.down(plan.name, say=lambda _: None)
+
+
 def test_a_second_interrupt_during_down_still_stops_the_control_plane(
     tools: Toolbox, sandboxes: Path, tmp_path: Path
 ) -> None:
