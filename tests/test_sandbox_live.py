@@ -1,19 +1,19 @@
 """The sandbox on a real control plane: the built kube-apiserver, controller-manager, scheduler, etcd and kwok.
 
 Needs the tools of `make sandbox-tools` (skipped with the reason without them; in CI nothing skips). Each
-test's sandboxes live in its tmp_path, and each test checks that nothing of them is left: no process whose
-command line names the sandbox's folder, no folder.
+test's sandboxes live in its tmp_path, and each test checks that nothing of them is left: no folder, and no
+process whose environment names the test's sandboxes' folder (THEMELIO_SANDBOX_DIR, which every command and
+every process of its sandboxes inherit; a check of the tests only: the sandbox itself knows its processes by
+the identities its supervisor recorded).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,8 +22,17 @@ from typing import Any
 
 import pytest
 
-from tests.builders import cluster, fleet_of, plan_of, write_fleet
-from tests.requirements import ROOT, unavailable
+from tests.builders import fleet_of, plan_of, write_fleet
+from tests.live_sandbox import (
+    CONTROL_PLANE_TOOLS,
+    DRA_CLUSTER,
+    charts,
+    control_plane_tools,
+    processes_of,
+    sandbox_command,
+    sandboxes_folder,
+)
+from tests.requirements import unavailable
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox import providers
@@ -31,65 +40,15 @@ from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, SYSTEM_NODE
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 
-CONTROL_PLANE_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
-
 
 @pytest.fixture(scope="module")
 def tools() -> Toolbox:
-    try:
-        return toolbox(CONTROL_PLANE_TOOLS)
-    except MissingToolError as error:
-        unavailable(str(error))
-        raise
+    return control_plane_tools()
 
 
 @pytest.fixture
 def sandboxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    root = tmp_path / "sandboxes"
-    monkeypatch.setenv("THEMELIO_SANDBOX_DIR", str(root))
-    yield root
-    survivors = _processes_naming(root)
-    for pid in survivors:  # never leave one behind, even when the test failed
-        os.kill(pid, signal.SIGKILL)
-    assert not survivors, f"processes outlived the sandbox: {survivors}"
-
-
-_processes_naming = sandbox_cluster.processes_in
-
-
-def _charts(tmp_path: Path) -> Path:
-    """A chart cache with the charts the fixture clusters pin (copied from ../shared's real charts)."""
-    from tests.requirements import shared_path
-
-    source = shared_path("reference", "charts")
-    cache = tmp_path / "charts"
-    if cache.is_dir():
-        return cache
-    cache.mkdir()
-    for chart in source.iterdir():
-        if (chart / "Chart.yaml").is_file():
-            (cache / chart.name).symlink_to(chart)
-    return cache
-
-
-DRA_CLUSTER = cluster(
-    name="live",
-    nodePools=[
-        {
-            "name": "whole",
-            "product": "a100-40gb",
-            "gpusPerNode": 2,
-            "provisioning": {"static": {"nodes": ["gpu-a"]}},
-        },
-        {
-            "name": "sliced",
-            "product": "a100-40gb",
-            "gpusPerNode": 1,
-            "mig": {"profile": "1g.5gb"},
-            "provisioning": {"provisioned": {}},
-        },
-    ],
-)
+    yield from sandboxes_folder(tmp_path, monkeypatch)
 
 
 def _plan(tmp_path: Path, definition: dict[str, Any]) -> ClusterPlan:
@@ -108,7 +67,7 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
     tools: Toolbox, sandboxes: Path, tmp_path: Path
 ) -> None:
     plan = _plan(tmp_path, DRA_CLUSTER)
-    sandbox = sandbox_cluster.up(plan, tools, _charts(tmp_path), say=lambda _: None)
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None)
     try:
         version = json.loads(
             subprocess.run(
@@ -144,10 +103,10 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
         _quantities_read_back_as_canonical_quantity_writes_them(tools, sandbox)
         _one_field_manager_for_labels_and_taints_erases_the_labels(tools, sandbox, plan)
     finally:
-        sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+        sandbox_cluster.down(plan.name, say=lambda _: None)
     assert not sandbox.folder.exists()
     assert not sandboxes.exists()  # the sandboxes' folder goes with its last sandbox
-    assert not _processes_naming(sandboxes)
+    assert not processes_of(sandboxes)
 
 
 def _apply(tools: Toolbox, sandbox: sandbox_cluster.Sandbox, manager: str, document: dict[str, Any]) -> None:
@@ -223,7 +182,7 @@ def test_an_old_kubernetes_without_the_gate_drops_extended_resource_name_as_vali
         import dataclasses
 
         variant = dataclasses.replace(plan, definition=definition)
-        sandbox = sandbox_cluster.up(variant, tools, _charts(tmp_path), say=lambda _: None)
+        sandbox = sandbox_cluster.up(variant, tools, charts(tmp_path), say=lambda _: None)
         try:
             subprocess.run(
                 [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "create",
@@ -232,7 +191,7 @@ def test_an_old_kubernetes_without_the_gate_drops_extended_resource_name_as_vali
             stored = _kubectl(tools, sandbox, "get", "deviceclass", "probe")
             kept[label] = stored["spec"].get("extendedResourceName")
         finally:
-            sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+            sandbox_cluster.down(plan.name, say=lambda _: None)
     assert kept == {"ungated": None, "gated": "nvidia.com/probe"}
 
 
@@ -242,23 +201,12 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _sandbox_command(
-    tmp_path: Path, sandboxes: Path, *args: str, definition: dict[str, Any] = DRA_CLUSTER
-) -> subprocess.Popen[str]:
-    catalog, stacks = write_fleet(tmp_path, [definition])
-    env = dict(os.environ, THEMELIO_SANDBOX_DIR=str(sandboxes), THEMELIO_CHART_CACHE=str(_charts(tmp_path)))
-    return subprocess.Popen(
-        [sys.executable, "-m", "themelio_gpu", "sandbox", *args, "--catalog", str(catalog), "--stacks-dir", str(stacks)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
 def test_a_port_in_use_is_one_message_and_nothing_starts(tools: Toolbox, sandboxes: Path, tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        process = _sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
+        process = sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
         _out, err = process.communicate(timeout=120)
     assert process.returncode == 2, err
     assert (
@@ -272,17 +220,18 @@ def test_a_signal_during_up_leaves_no_process_port_or_folder(
     tools: Toolbox, sandboxes: Path, tmp_path: Path, signum: signal.Signals
 ) -> None:
     port = _free_port()
-    process = _sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
+    process = sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not _processes_naming(sandboxes / "live" / "kwok"):
+    pids = sandboxes / "live" / "kwok" / "clusters" / "themelio-live" / "pids"
+    while time.monotonic() < deadline and not list(pids.glob("*.pid")):
         time.sleep(0.1)  # the control plane's processes are starting
-    assert _processes_naming(sandboxes / "live" / "kwok"), "the control plane never started"
+    assert list(pids.glob("*.pid")), "the control plane never started"
     process.send_signal(signum)
     _out, err = process.communicate(timeout=120)
     assert process.returncode == 128 + signum, err
     assert err.strip().splitlines()[-1] == f"interrupted ({signal.Signals(signum).name})"
     assert not (sandboxes / "live").exists()
-    assert not _processes_naming(sandboxes)
+    assert not processes_of(sandboxes)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # the API server's port is free again
 
@@ -300,7 +249,7 @@ def test_apply_then_an_edit_plans_exit_2_and_applies_and_down_leaves_nothing_of_
     definition = DRA_CLUSTER
 
     def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
-        process = _sandbox_command(tmp_path, sandboxes, *args, definition=definition)
+        process = sandbox_command(tmp_path, sandboxes, *args, definitions=[definition])
         out, err = process.communicate(timeout=600)
         return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
@@ -339,7 +288,7 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         unavailable(str(error))
     catalog, stacks = write_fleet(tmp_path, [DRA_CLUSTER])
     plan = plan_of(fleet_of(tmp_path, DRA_CLUSTER), "live")
-    sandbox = sandbox_cluster.up(plan, tools, _charts(tmp_path), say=lambda _: None)
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None)
     try:
         steps = deploy.execute("apply", "terraform", plan, sandbox, tools, catalog, stacks)
         assert [s.code for s in steps] == [0, 0, 0], steps[-1].output[-3000:]
@@ -350,7 +299,7 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         report, trial = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, tools)
     finally:
         deploy.execute("destroy", "terraform", plan, sandbox, tools, catalog, stacks)
-        sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+        sandbox_cluster.down(plan.name, say=lambda _: None)
     assert all(row.agrees for row in rows), probe.as_table(rows)
     assert sum(row.cel_checked for row in rows) >= 2  # the whole GPU and the MIG slice, asked of the evaluator
     assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons, [])

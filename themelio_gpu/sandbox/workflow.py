@@ -9,6 +9,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from themelio_gpu.sandbox import (
     admission,
     build,
     cluster,
+    components,
     coverage,
     daemonsets,
     deploy,
@@ -31,6 +33,7 @@ from themelio_gpu.sandbox import (
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
+from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
 from themelio_gpu.settings import InputPaths, chart_cache, fleet_folders, input_paths
 from themelio_gpu.words import count
@@ -42,9 +45,10 @@ UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm", "karpenter-crds")
 
 
 def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
-    """The tools these clusters' sandboxes need: the control plane at each one's version; to deploy, HashiCorp's
-    providers the stacks pin (and OpenTofu with --with tofu)."""
+    """The tools these clusters' sandboxes need: the control plane at each one's version, their components';
+    to deploy, HashiCorp's providers the stacks pin (and OpenTofu with --with tofu)."""
     needed = {*UP_TOOLS, *(cluster.kubernetes_tool(p.definition) for p in plans)}
+    needed |= {tool for plan in plans for tool in components.tools(plan)}
     if runner is not None:
         needed |= providers.provider_tools()
         if runner == "tofu":
@@ -81,9 +85,10 @@ def _start(plan: ClusterPlan, tools: Toolbox, args: argparse.Namespace) -> None:
         _say(f"sandbox: {plan.name}: {substitutes}")
     sandbox = cluster.up(plan, tools, chart_cache(args.charts), port=args.port, keep=args.keep, say=_say)
     try:
-        inventory.record_baseline(sandbox, tools)
+        with _working_on(sandbox):
+            inventory.record_baseline(sandbox, tools)
     except BaseException:
-        cluster.down(plan.name, tools, say=_say)
+        cluster.down(plan.name, say=_say)
         raise
 
 
@@ -92,6 +97,11 @@ def _sandbox_of(name: str) -> cluster.Sandbox:
     if not sandbox.exists():
         raise SandboxUsageError(f"no sandbox of {name} is up ({sandbox.folder}): `sandbox up {name}` first")
     return sandbox
+
+
+def _working_on(sandbox: cluster.Sandbox) -> AbstractContextManager[None]:
+    """This command works on the sandbox: `down` ends it and whatever it started (supervisor.py)."""
+    return Supervisor(sandbox.folder).command()
 
 
 def _show(steps: Sequence[deploy.Step]) -> None:
@@ -107,7 +117,8 @@ def _apply(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], args.runner)
     sandbox = _sandbox_of(plan.name)
-    steps = deploy.execute("apply", args.runner, plan, sandbox, tools, *_inputs(args))
+    with _working_on(sandbox):
+        steps = deploy.execute("apply", args.runner, plan, sandbox, tools, *_inputs(args))
     _show(steps)
     if any(s.code != 0 for s in steps[:-1]) or steps[-1].name != "plan":
         return EXIT_FAILED
@@ -126,7 +137,8 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, Path]:
 def _plan(args: argparse.Namespace) -> int:
     plan = _plan_of(args)
     sandbox = _sandbox_of(plan.name)
-    steps = deploy.execute("plan", args.runner, plan, sandbox, _needed([plan], args.runner), *_inputs(args))
+    with _working_on(sandbox):
+        steps = deploy.execute("plan", args.runner, plan, sandbox, _needed([plan], args.runner), *_inputs(args))
     _show(steps)
     last = steps[-1]
     if last.code == 2:
@@ -140,31 +152,43 @@ def _kubeconfig(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
+    """Destroy the stack if it was applied, list what it left; then, whatever happened meanwhile (a failure,
+    Ctrl-C), end every process of the sandbox and remove it."""
     sandbox = cluster.Sandbox(args.cluster)
-    tools = tools or toolbox(UP_TOOLS)
+    if not sandbox.folder.exists():
+        cluster.down(args.cluster, say=_say)  # says there is none
+        return EXIT_OK
     code = EXIT_OK
-    if sandbox.exists() and deploy.has_state(sandbox):
-        plan = plan or _plan_of(args)
-        tools = _needed([plan], args.runner)
-        steps = deploy.execute("destroy", args.runner, plan, sandbox, tools, *_inputs(args))
-        _show(steps)
-        left, kept = inventory.leftovers(sandbox, tools, inventory.kept_by_helm(plan, chart_cache(args.charts)))
-        if kept:
-            _say(f"sandbox: {len(kept)} object(s) Helm keeps after uninstall by design (its charts' CRDs, the "
-                 f"namespaces it created, objects marked helm.sh/resource-policy: keep; docs/sandbox.md): "
-                 f"{', '.join(kept)}")  # fmt: skip
-        _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
-        for line in left:
-            _say(f"  {line}")
-        if any(s.code != 0 for s in steps) or left:
-            code = EXIT_FAILED
-    cluster.down(args.cluster, tools, say=_say)
+    with _working_on(sandbox):  # recorded until it is done: another `down` meanwhile ends it first
+        try:
+            if sandbox.exists() and deploy.has_state(sandbox):
+                Supervisor(sandbox.folder).end_commands()  # a killed `apply`'s Terraform must not hold the state
+                code = _destroy(args, sandbox, plan)
+        finally:
+            cluster.down(args.cluster, say=_say)
     return code
+
+
+def _destroy(args: argparse.Namespace, sandbox: cluster.Sandbox, plan: ClusterPlan | None) -> int:
+    plan = plan or _plan_of(args)
+    tools = _needed([plan], args.runner)
+    steps = deploy.execute("destroy", args.runner, plan, sandbox, tools, *_inputs(args))
+    _show(steps)
+    left, kept = inventory.leftovers(sandbox, tools, inventory.kept_by_helm(plan, chart_cache(args.charts)))
+    if kept:
+        _say(f"sandbox: {len(kept)} object(s) Helm keeps after uninstall by design (its charts' CRDs, the "
+             f"namespaces it created, objects marked helm.sh/resource-policy: keep; docs/sandbox.md): "
+             f"{', '.join(kept)}")  # fmt: skip
+    _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
+    for line in left:
+        _say(f"  {line}")
+    return EXIT_FAILED if any(s.code != 0 for s in steps) or left else EXIT_OK
 
 
 def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     """Everything CI asks of a stack, with figures; the sandbox is removed at the end (or on failure,
     unless --keep)."""
+    parallel.follow_parent()
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], args.runner)
     figures: dict[str, Any] = {"cluster": plan.name, "runner": args.runner}
@@ -261,10 +285,11 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], None)
     sandbox = _sandbox_of(plan.name)
-    rows = probe.probe(plan, sandbox, tools)
-    quota = admission.quota_probe(plan, sandbox, tools)
-    placed = daemonsets.compare(tools, sandbox)
-    operator = daemonsets.operator_resources(tools, sandbox)
+    with _working_on(sandbox):
+        rows = probe.probe(plan, sandbox, tools)
+        quota = admission.quota_probe(plan, sandbox, tools)
+        placed = daemonsets.compare(tools, sandbox)
+        operator = daemonsets.operator_resources(tools, sandbox)
     if args.json:
         report = {
             "placement": json.loads(probe.as_json(rows)),
@@ -300,7 +325,8 @@ def trial(args: argparse.Namespace) -> int:
     plan = select_cluster(fleet, args.sandbox)
     offerings = resolve_offerings(fleet.catalog, args.offerings)
     sandbox = _sandbox_of(plan.name)
-    report, rows = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, _needed([plan], None))
+    with _working_on(sandbox):
+        report, rows = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, _needed([plan], None))
     print(sandbox_trial.as_json(report, rows) if args.json else sandbox_trial.as_text(report, rows))
     agreeing = sum(r.agrees for r in rows)
     _say(
