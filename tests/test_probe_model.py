@@ -251,6 +251,22 @@ def test_the_grant_lands_one_more_is_refused_by_admission_and_every_other_path_b
     assert answers[f"pod asking for {implicit_name('vfio.gpu.nvidia.com')}"].kind is Kind.PLACEMENT_PENDING
 
 
+def test_a_device_the_grant_holds_is_not_there_for_the_namespaces_next_pod() -> None:
+    """notebooks' L4 pool is one node with one GPU: once the grant holds it, a pod on the L4 class's implicit name
+    finds no device, so the scheduler says no node fits before it makes any claim that quota could refuse."""
+    fleet = load_fleet(FLEETS / "consumers" / "catalog" / "gpu-catalog.yaml", FLEETS / "consumers" / "stacks")
+    plan = fleet.cluster("notebooks")
+    assert plan is not None
+    answers = _quota_rows(plan, "nvidia.com/l4")
+    assert answers["the grant (nvidia.com/l4)"] == landed(["l4"])
+    implicit = answers[f"pod asking for {implicit_name('l4.gpu.consumers.fixture.themelio.io')}"]
+    assert implicit.kind is Kind.PLACEMENT_PENDING and "hold the devices of l4" in implicit.reason
+    other = _quota_rows(plan, "nvidia.com/h100")[
+        f"pod asking for {implicit_name('l4.gpu.consumers.fixture.themelio.io')}"
+    ]
+    assert other == Outcome(Kind.QUOTA_PENDING, keys=("requests.nvidia.com/l4",))  # the L4 is free there
+
+
 def test_the_quota_models_answers_follow_the_quota_not_a_constant() -> None:
     """The same attempts against a quota whose a100 key is misspelt: one more is admitted and lands, the class's
     own ResourceClaim too; nothing else changes."""

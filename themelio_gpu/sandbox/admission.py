@@ -30,11 +30,11 @@ from themelio_gpu.k8s.dra import implicit_name
 from themelio_gpu.k8s.quota import claim_charges, exceeded, pod_charges, requests_key
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, plan_quota, resolve_grants
-from themelio_gpu.render.contracts import WALDUR_RESOURCE_QUOTA_NAME, resource_quota
+from themelio_gpu.render import contracts
 from themelio_gpu.sandbox import attempts, probe
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.outcomes import ADMITTED, Kind, Outcome, landed, pod_outcome, refusal
+from themelio_gpu.sandbox.outcomes import ADMITTED, Kind, Outcome, landed, no_fit, pod_outcome, refusal
 from themelio_gpu.sandbox.placement import Planned, class_selectors, planned_rows
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
@@ -87,6 +87,8 @@ class Ledger:
     plan: ClusterPlan
     hard: dict[str, str]
     used: dict[str, int] = field(default_factory=dict)
+    held: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(pool, unit) -> devices held by the attempts that landed: the next attempts cannot have them."""
 
     def _charge(self, charges: dict[str, int]) -> tuple[str, ...]:
         refused = exceeded(self.hard, self.used, charges)
@@ -104,23 +106,37 @@ class Ledger:
         refused = self._charge(pod_charges(attempt.control.ask.limits))
         return Outcome(Kind.REFUSED, keys=refused) if refused else None
 
+    def _free(self, room: dict[str, int], pool: str) -> int:
+        return sum(n - self.held.get((pool, unit), 0) for unit, n in room.items())
+
     def place(self, attempt: Attempt) -> Outcome:
-        """An admitted pod's fate: its control's, unless quota refuses the claim the scheduler makes for it on a
-        DRA pool (charged to the class's keys, without the one the pod paid)."""
-        expected = attempt.control.expected
-        if expected.kind is not Kind.LANDED:
-            return expected
+        """An admitted pod's fate: its control's, where a device is still free (the namespace's earlier pods hold
+        theirs), unless quota refuses the claim the scheduler makes for it on a DRA pool (charged to the class's
+        keys, without the one the pod paid)."""
+        control = attempt.control
+        if control.expected.kind is not Kind.LANDED:
+            return control.expected
+        count = control.ask.count
+        free = [p for p in control.expected.pools if self._free(dict(control.room.get(p, {})), p) >= count]
+        if not free:
+            return no_fit(f"this namespace's earlier pods hold the devices of {', '.join(control.expected.pools)}")
         pools = {p.name: p for p in self.plan.pools}
-        ((name, count),) = attempt.control.ask.limits.items()
+        ((name, _),) = control.ask.limits.items()
         device_class = _class_for(self.plan, name)
-        if device_class is None or not any(pools[p].dra for p in expected.pools):
-            return expected
-        classes = class_selectors(self.plan)
-        refused = self._charge(claim_charges(device_class, classes[device_class][1], count, requests_key(name)))
-        if not refused:
-            return expected
-        plugin = [p for p in expected.pools if not pools[p].dra]
-        return landed(plugin) if plugin else Outcome(Kind.QUOTA_PENDING, keys=refused)
+        if device_class is not None and any(pools[p].dra for p in free):
+            classes = class_selectors(self.plan)
+            refused = self._charge(
+                claim_charges(device_class, classes[device_class][1], count, requests_key(name))
+            )
+            if refused:
+                free = [p for p in free if not pools[p].dra]
+                if not free:
+                    return Outcome(Kind.QUOTA_PENDING, keys=refused)
+        if len(free) == 1:  # where it lands is known: its device is held
+            room = control.room.get(free[0], {})
+            unit = next(u for u, n in room.items() if n - self.held.get((free[0], u), 0) > 0)
+            self.held[(free[0], unit)] = self.held.get((free[0], unit), 0) + count
+        return landed(free)
 
 
 def _class_for(plan: ClusterPlan, name: str) -> str | None:
@@ -134,11 +150,14 @@ def _class_for(plan: ClusterPlan, name: str) -> str | None:
 
 
 def expectations(plan: ClusterPlan, hard: dict[str, str], found: list[Attempt]) -> list[Outcome]:
-    """The model's answer for each attempt, in the order they are created: all admissions first (one request
-    each), then the scheduler's claims for the pods admitted."""
+    """The model's answer for each attempt, in the order the probe makes them: the first (the grant) created and
+    placed alone, then every other one created (one request each), then the pods admitted placed."""
     ledger = Ledger(plan, hard)
-    admitted = [ledger.admit(a) for a in found]
-    return [answer if answer is not None else ledger.place(a) for a, answer in zip(found, admitted, strict=True)]
+    answers: list[Outcome] = []
+    for group in (found[:1], found[1:]):
+        admitted = [ledger.admit(a) for a in group]
+        answers += [a if a is not None else ledger.place(t) for t, a in zip(group, admitted, strict=True)]
+    return answers
 
 
 def _objects(namespace: str, index: int, attempt: Attempt) -> list[dict[str, Any]]:
@@ -202,7 +221,7 @@ def _namespace(
     ]
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        resource_quota(WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
+        contracts.resource_quota(contracts.WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
     ]
     create_all(toolbox, sandbox, objects)
     try:
@@ -219,8 +238,18 @@ def _namespace(
                 _read(plan, sandbox, toolbox, published, rows[i], found[i], f"q-{i}", refused, decided, events)
     finally:
         with interrupts.deferred():
-            interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
-                            "namespace", namespace, "--wait=false"])  # fmt: skip
+            # Its pods' devices are free again before the next namespace's attempts, which the model gives all.
+            kubectl = [
+                str(toolbox.binary(*KUBECTL)),
+                "--kubeconfig",
+                str(sandbox.kubeconfig),
+                "delete",
+                "-n",
+                namespace,
+            ]
+            interrupts.run([*kubectl, "pods", "--all", "--grace-period=0", "--wait=true", "--timeout=60s"])
+            interrupts.run([*kubectl, "resourceclaims", "--all", "--wait=true", "--timeout=60s"])
+            interrupts.run([*kubectl[:-2], "namespace", namespace, "--wait=false"])
     return rows
 
 

@@ -77,6 +77,9 @@ class Planned:
     uncompared: str = ""
     """Why the row is shown but not compared (a MIG name on device-plugin pools: the plugin's MIG names are not
     simulated)."""
+    room: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Pool -> unit (`gpu`, or a MIG profile) -> how many of the pool's devices (all its nodes) the ask can take:
+    what quota attempts in one namespace leave each other (`admission.Ledger`)."""
 
 
 def _tolerations(offering: ResolvedOffering | None) -> tuple[Mapping[str, Any], ...]:
@@ -90,20 +93,39 @@ def reaches(ask: Ask, pool: PoolContract) -> bool:
     return not selector_mismatches(ask.selector, pool.labels) and not untolerated(ask.tolerations, pool.taints)
 
 
-def _per_node(offering: ResolvedOffering, pool: PoolContract, name: str) -> int:
-    """The offering's devices one node of the pool has for `name`: DRA devices of the kinds its class takes,
-    or what the device plugin advertises under the name."""
+def _units(offering: ResolvedOffering, pool: PoolContract, name: str) -> dict[str, int]:
+    """Unit (`gpu` or a MIG profile) -> the offering's devices one node of the pool has for `name`: DRA devices
+    of the kinds its class takes, or what the device plugin advertises under the name."""
+    units = pool.devices_per_node()
     if pool.dra:
         taken = set(offering.takes)
-        if pool.mig_devices is None:
-            return pool.gpus_per_node if DeviceKind(pool.product.key) in taken else 0
-        return sum(
-            n * pool.gpus_per_node
-            for profile, n in pool.mig_devices.items()
-            if DeviceKind(pool.product.key, profile) in taken
-        )
-    units = pool.devices_per_node()
-    return sum(n for unit, n in units.items() if device_plugin_resource(None if unit == "gpu" else unit) == name)
+        return {
+            unit: n
+            for unit, n in units.items()
+            if DeviceKind(pool.product.key, None if unit == "gpu" else unit) in taken
+        }
+    return {
+        unit: n for unit, n in units.items() if device_plugin_resource(None if unit == "gpu" else unit) == name
+    }
+
+
+def _per_node(offering: ResolvedOffering, pool: PoolContract, name: str) -> int:
+    return sum(_units(offering, pool, name).values())
+
+
+def _nodes(plan: ClusterPlan) -> dict[str, int]:
+    """Pool -> how many nodes the sandbox registers for it."""
+    found: dict[str, int] = {}
+    for node in simulated_nodes(plan):
+        found[node.pool] = found.get(node.pool, 0) + 1
+    return found
+
+
+def _room(
+    plan: ClusterPlan, offering: ResolvedOffering, pools: Sequence[PoolContract], name: str
+) -> dict[str, dict[str, int]]:
+    nodes = _nodes(plan)
+    return {p.name: {u: n * nodes.get(p.name, 0) for u, n in _units(offering, p, name).items()} for p in pools}
 
 
 def _serves(plan: ClusterPlan, offering: ResolvedOffering, pool: PoolContract, name: str) -> bool:
@@ -127,12 +149,13 @@ def _name_rows(plan: ClusterPlan, offering: ResolvedOffering) -> list[Planned]:
         )
         plugin_mig = bool(fits) and all(not pools[p].dra and pools[p].mig_devices is not None for p in fits)
         why = "not compared: MIG devices of device-plugin pools (the plugin's MIG names are not simulated)"
-        rows.append(Planned(name, ask, expected, PLACEMENTS, offering, uncompared=why if plugin_mig else ""))
+        room = _room(plan, offering, [pools[p] for p in fits], name)
+        rows.append(Planned(name, ask, expected, PLACEMENTS, offering, None, why if plugin_mig else "", room))
         if name == offering.name and fits:
             most = max(_per_node(offering, pools[p], name) for p in fits)
             more = Ask({name: most + 1}, None, ask.selector, ask.tolerations)
-            room = [p for p in fits if _per_node(offering, pools[p], name) >= most + 1]
-            expected = landed(room) if room else no_fit(f"no node of {', '.join(fits)} has {most + 1} of them")
+            large = [p for p in fits if _per_node(offering, pools[p], name) >= most + 1]
+            expected = landed(large) if large else no_fit(f"no node of {', '.join(fits)} has {most + 1} of them")
             rows.append(Planned(f"{name} x{most + 1}", more, expected, PLACEMENTS, offering))
     return rows
 
@@ -147,12 +170,15 @@ def _published(plan: ClusterPlan) -> dict[str, list[list[Device]]]:
     return by_pool
 
 
-def _matching(selector: str, devices: Sequence[Device]) -> int:
+def _matching(selector: str, devices: Sequence[Device]) -> dict[str, int]:
+    """Unit (`gpu` or the MIG profile) -> the devices the selector matches in the offline CEL evaluator."""
     compiled = compile_selector(selector)
-    found = 0
+    found: dict[str, int] = {}
     for device in devices:
         try:
-            found += bool(compiled.evaluate(device))
+            if compiled.evaluate(device):
+                unit = device.profile or "gpu"
+                found[unit] = found.get(unit, 0) + 1
         except CelError:
             continue  # a runtime error: the scheduler does not allocate that device either
     return found
@@ -189,13 +215,12 @@ def _class_rows(plan: ClusterPlan) -> list[Planned]:
         operator = OPERATOR_CLASS if device_class in by_operator else ""
         offering = offerings.get(owner) if owner else None
         base = Ask({}, None, offering.node_selector if offering else {}, _tolerations(offering))
-        fits = [
-            p.name
-            for p in plan.pools
-            if p.dra
-            and reaches(base, p)
-            and any(_matching(selector, node) >= 1 for node in published.get(p.name, []))
-        ]
+        room: dict[str, dict[str, int]] = {}
+        for pool in (p for p in plan.pools if p.dra and reaches(base, p)):
+            for node in published.get(pool.name, []):
+                for unit, n in _matching(selector, node).items():
+                    room.setdefault(pool.name, {})[unit] = room.get(pool.name, {}).get(unit, 0) + n
+        fits = list(room)
         expected = (
             landed(fits) if fits else no_fit(f"no node this pod reaches publishes a device of {device_class}")
         )
@@ -206,7 +231,7 @@ def _class_rows(plan: ClusterPlan) -> list[Planned]:
             ),
             (f"ResourceClaim of {device_class}", Ask({}, device_class, base.selector, base.tolerations)),
         ):
-            rows.append(Planned(key, ask, expected, CEL, offering, (device_class, selector), operator))
+            rows.append(Planned(key, ask, expected, CEL, offering, (device_class, selector), operator, room))
     return rows
 
 
@@ -238,7 +263,8 @@ def _queue_rows(plan: ClusterPlan) -> list[Planned]:
                 )
                 model = f"queue {queue.name} grants {', '.join(p.name for p in granted)}"
                 key = f"{offering.name} via queue {queue.name} (flavor {flavor_name})"
-                rows.append(Planned(key, ask, landed(expected_pools), model, offering))
+                room = _room(plan, offering, [pools[p] for p in expected_pools], offering.name)
+                rows.append(Planned(key, ask, landed(expected_pools), model, offering, None, "", room))
     return rows
 
 
