@@ -367,3 +367,50 @@ def test_probe_json_is_alone_on_stdout(
     out, err = capsys.readouterr()
     assert json.loads(out)["placement"][0]["agrees"] is True
     assert err.startswith("sandbox probe: gpu-east: placement: 1 pods, 1 as the model says")
+
+
+# --- the devices the scheduler allocated, checked against the offering and the CEL evaluator -------------
+
+
+def _device(product: str, memory: str, profile: str | None = None) -> Any:
+    from themelio_gpu.dryrun.resourceslices import parse_resourceslices
+
+    attributes: dict[str, Any] = {"type": {"string": "mig" if profile else "gpu"}, "productName": {"string": product},
+                                  "driverVersion": {"version": "580.105.8"}}  # fmt: skip
+    if profile:
+        attributes["profile"] = {"string": profile}
+    slices = {"apiVersion": "v1", "kind": "List", "items": [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "n", "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-0", "attributes": attributes, "capacity": {"memory": {"value": memory}}}]},
+    }]}  # fmt: skip
+    (device,) = parse_resourceslices(json.dumps(slices))
+    return device
+
+
+def test_an_allocated_device_below_a_capability_offerings_floor_fails_its_row() -> None:
+    from themelio_gpu.sandbox import probe
+
+    fleet = load_fleet(FLEETS / "capability" / "catalog" / "gpu-catalog.yaml", FLEETS / "capability" / "stacks")
+    plan = fleet.cluster("capability-lab")
+    assert plan is not None
+    planned = rows_by_key(plan)[implicit_name("gpu-48gb.gpu.themelio.io")]
+    selector = planned.selector[1]
+    published = probe.Published({}, {}, {"gpu-48gb.gpu.themelio.io": [selector]}, {})
+
+    def checked(device: Any) -> list[str]:
+        row = probe.Row(planned.key, 1, planned.expected, planned.model)
+        probe.check_device(plan, row, planned, device, "gpu-48gb.gpu.themelio.io", published)
+        assert row.cel_checked == 1
+        return row.problems
+
+    assert checked(_device("NVIDIA H100 80GB HBM3", "81559Mi")) == []
+    small = checked(_device("NVIDIA A10G", "23028Mi"))  # the 48 GiB floor: the offering, and its class's selector
+    assert any("is not a device of nvidia.com/gpu-48gb: memory 22.49Gi < 48Gi" in p for p in small), small
+    assert any("the model's selector of gpu-48gb.gpu.themelio.io" in p for p in small), small
+    # A class the cluster does not have is a problem of its own.
+    row = probe.Row(planned.key, 1, planned.expected, planned.model)
+    probe.check_device(
+        plan, row, planned, _device("NVIDIA H100 80GB HBM3", "81559Mi"), "other.example.com", published
+    )
+    assert any("which the cluster does not have" in p for p in row.problems)

@@ -111,7 +111,9 @@ def _try(
     pod = attempts.wait_decided(toolbox, sandbox, NAMESPACE, [name]).get(name)
     if pod is None:
         raise SandboxError(f"probe pod {name} ({planned.key}) vanished before the scheduler decided it")
-    row.real = pod_outcome(pod, attempts.events(toolbox, sandbox, NAMESPACE), attempts.pool_of(sandbox))
+    bound = bool(pod.get("spec", {}).get("nodeName"))
+    events = [] if bound else attempts.events(toolbox, sandbox, NAMESPACE)  # why it is Pending, when it is
+    row.real = pod_outcome(pod, events, attempts.pool_of(sandbox))
     claims = attempts.claim_names(pod)
     if row.real.kind is Kind.LANDED:
         read_devices(plan, row, planned, pod, claims, published, toolbox, sandbox)
