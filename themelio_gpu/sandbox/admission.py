@@ -20,7 +20,6 @@ The grant must end with an allocated device of the offering; one more must be re
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,10 +31,11 @@ from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.quota import ClusterQuotaPlan, plan_quota, resolve_grants
 from themelio_gpu.render import contracts
 from themelio_gpu.sandbox import attempts, probe
-from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all
+from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.outcomes import ADMITTED, Kind, Outcome, landed, no_fit, pod_outcome, refusal
 from themelio_gpu.sandbox.placement import Planned, class_selectors, planned_rows
+from themelio_gpu.sandbox.rest import Rest
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
 
@@ -167,22 +167,14 @@ def _objects(namespace: str, index: int, attempt: Attempt) -> list[dict[str, Any
     return attempts.pod_objects(name, namespace, attempt.control.ask)
 
 
-def _create_each(toolbox: Toolbox, sandbox: Sandbox, documents: list[dict[str, Any]]) -> dict[str, str]:
-    """Create each object (kubectl sends one request per object and goes on after a refusal); returns the
-    refusal message of each object the API server refused, by name."""
-    command = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "create", "-f", "-"]
-    result = interrupts.run(command, input=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+def _create_each(api: Rest, documents: list[dict[str, Any]]) -> dict[str, str]:
+    """Create each object, one request each; returns the refusal message of each object the API server refused,
+    by name."""
     refused = {}
-    for line in result.stderr.splitlines():
-        for document in documents:
-            name = document["metadata"]["name"]
-            if f'"{name}" is forbidden' in line or f'"{name}" is invalid' in line:
-                refused[name] = line.split(": ", 1)[-1].strip()
-    created = {line.split()[0].split("/")[-1] for line in result.stdout.splitlines() if line.endswith(" created")}
     for document in documents:
-        name = document["metadata"]["name"]
-        if name not in created and name not in refused:
-            refused[name] = "not created: " + (result.stderr.strip().splitlines() or ["no answer"])[-1]
+        message = api.create(document)
+        if message is not None:
+            refused[document["metadata"]["name"]] = message
     return refused
 
 
@@ -191,21 +183,22 @@ def quota_probe(
 ) -> list[QuotaRow]:
     """Per offering, a namespace granted one device of it; every attempt's answer beside the model's."""
     quota = plan_quota(plan)
-    published = published or probe.read_published(toolbox, sandbox)
+    api = Rest(sandbox.kubeconfig)
+    published = published or probe.read_published(api)
     rows: list[QuotaRow] = []
     for number, offering in enumerate(plan.offerings):
         grants, problems = resolve_grants(quota, plan, [(offering.name, 1)])
         if problems:
             raise SandboxError(f"catalog quota {offering.name}=1: {problems}")
         namespace = f"themelio-quota-{number}"
-        rows += _namespace(plan, sandbox, toolbox, published, quota, namespace, offering.name, grants)
+        rows += _namespace(plan, sandbox, api, published, quota, namespace, offering.name, grants)
     return rows
 
 
 def _namespace(
     plan: ClusterPlan,
     sandbox: Sandbox,
-    toolbox: Toolbox,
+    api: Rest,
     published: probe.Published,
     quota: ClusterQuotaPlan,
     namespace: str,
@@ -223,40 +216,44 @@ def _namespace(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         contracts.resource_quota(contracts.WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
     ]
-    create_all(toolbox, sandbox, objects)
+    api.create_all(objects)
     try:
-        _wait_quota_ready(toolbox, sandbox, namespace)
+        _wait_quota_ready(api, namespace)
         documents = [_objects(namespace, i, a) for i, a in enumerate(found)]
         # The grant first, until the scheduler has decided it (and its claim is charged); then every other
         # attempt, one request per object.
         for group in ([0], list(range(1, len(found)))):
-            refused = _create_each(toolbox, sandbox, [d for i in group for d in documents[i]])
+            refused = _create_each(api, [d for i in group for d in documents[i]])
             pods = [f"q-{i}" for i in group if found[i].claim_class is None and f"q-{i}" not in refused]
-            decided = attempts.wait_decided(toolbox, sandbox, namespace, pods)
-            events = attempts.events(toolbox, sandbox, namespace)
+            decided = attempts.wait_decided(api, namespace, pods)
+            events = attempts.events(api, namespace)
             for i in group:
-                _read(plan, sandbox, toolbox, published, rows[i], found[i], f"q-{i}", refused, decided, events)
+                _read(plan, sandbox, api, published, rows[i], found[i], f"q-{i}", refused, decided, events)
     finally:
         with interrupts.deferred():
-            # Its pods' devices are free again before the next namespace's attempts, which the model gives all.
-            kubectl = [
-                str(toolbox.binary(*KUBECTL)),
-                "--kubeconfig",
-                str(sandbox.kubeconfig),
-                "delete",
-                "-n",
-                namespace,
-            ]
-            interrupts.run([*kubectl, "pods", "--all", "--grace-period=0", "--wait=true", "--timeout=60s"])
-            interrupts.run([*kubectl, "resourceclaims", "--all", "--wait=true", "--timeout=60s"])
-            interrupts.run([*kubectl[:-2], "namespace", namespace, "--wait=false"])
+            _clear(api, namespace)
     return rows
+
+
+def _clear(api: Rest, namespace: str) -> None:
+    """Delete the namespace, its pods first, and wait until their claims are gone: their devices are free again
+    for the next namespace's attempts, which the model gives all of them."""
+    pods = [p["metadata"]["name"] for p in api.items("Pod", namespace)]
+    for name in pods:
+        api.delete("Pod", namespace, name)
+    claims = [c["metadata"]["name"] for c in api.items("ResourceClaim", namespace)]
+    for name in claims:
+        api.delete("ResourceClaim", namespace, name)
+    left = attempts.wait_gone(api, namespace, "ResourceClaim", claims)
+    api.delete("Namespace", None, namespace)
+    if left:
+        raise SandboxError(f"the claims in {namespace} were not removed within the wait: {', '.join(left)}")
 
 
 def _read(
     plan: ClusterPlan,
     sandbox: Sandbox,
-    toolbox: Toolbox,
+    api: Rest,
     published: probe.Published,
     row: QuotaRow,
     attempt: Attempt,
@@ -278,17 +275,17 @@ def _read(
     if row.real.kind is Kind.LANDED:
         checked = probe.Row(row.tried, attempt.control.ask.count, row.expected, "")
         claims = attempts.claim_names(pod)
-        probe.read_devices(plan, checked, attempt.control, pod, claims, published, toolbox, sandbox, row.namespace)
+        probe.read_devices(plan, checked, attempt.control, pod, claims, published, api, row.namespace)
         row.devices, row.problems = checked.devices, checked.problems
         if not row.devices:
             row.problems.append("bound, but no device was allocated")
 
 
-def _wait_quota_ready(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> None:
+def _wait_quota_ready(api: Rest, namespace: str) -> None:
     """Quota admission refuses nothing until the quota controller has written the quota's status."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        items = attempts.get_json(toolbox, sandbox, "resourcequota", "-n", namespace)["items"]
+        items = api.items("ResourceQuota", namespace)
         if items and items[0].get("status", {}).get("hard"):
             return
         time.sleep(0.2)

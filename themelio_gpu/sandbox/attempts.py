@@ -7,15 +7,14 @@ node's labels: a probe must still say where a pod landed when a pool's labels ar
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from themelio_gpu.sandbox.cluster import Sandbox, kubectl
+from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.outcomes import decided
 from themelio_gpu.sandbox.placement import Ask
-from themelio_gpu.sandbox.tools import Toolbox
+from themelio_gpu.sandbox.rest import Rest
 
 WAIT_SECONDS = 60.0
 """How long the scheduler has to decide a pod, and the garbage collector to remove a deleted pod's claims."""
@@ -25,21 +24,9 @@ DeviceKey = tuple[str, str, str]
 """(driver, pool, device): a device of a ResourceSlice, as a claim's allocation names it."""
 
 
-def get_json(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> Any:
-    return json.loads(kubectl(toolbox, sandbox, "get", *args, "-o", "json"))
-
-
-def serves_dra(toolbox: Toolbox, sandbox: Sandbox) -> bool:
-    """The cluster's Kubernetes serves resource.k8s.io/v1 (from 1.34; before it, a device-plugin-only cluster)."""
-    return any(g.endswith("resource.k8s.io/v1") for g in kubectl(toolbox, sandbox, "api-versions").split())
-
-
-def dra_items(toolbox: Toolbox, sandbox: Sandbox, kind: str, *args: str) -> list[Any]:
+def dra_items(api: Rest, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
     """The objects of a DRA kind; none where the cluster serves no resource.k8s.io/v1."""
-    if not serves_dra(toolbox, sandbox):
-        return []
-    items: list[Any] = get_json(toolbox, sandbox, kind, *args)["items"]
-    return items
+    return api.items(kind, namespace) if api.serves_dra() else []
 
 
 def pod_objects(name: str, namespace: str, ask: Ask) -> list[dict[str, Any]]:
@@ -82,23 +69,22 @@ def claim_object(name: str, namespace: str, device_class: str, count: int = 1) -
 
 
 def wait_decided(
-    toolbox: Toolbox, sandbox: Sandbox, namespace: str, names: Iterable[str], seconds: float = WAIT_SECONDS
+    api: Rest, namespace: str, names: Iterable[str], seconds: float = WAIT_SECONDS
 ) -> dict[str, dict[str, Any]]:
     """The named pods once the scheduler has decided each (bound, or PodScheduled False), or as they are when
     the wait ends (an undecided pod is a timeout for its row, never a Pending one)."""
     wanted = set(names)
     deadline = time.monotonic() + seconds
     while True:
-        pods = {p["metadata"]["name"]: p for p in get_json(toolbox, sandbox, "pods", "-n", namespace)["items"]}
+        pods = {p["metadata"]["name"]: p for p in api.items("Pod", namespace)}
         mine = {name: pods[name] for name in wanted if name in pods}
         if (len(mine) == len(wanted) and all(decided(p) for p in mine.values())) or time.monotonic() > deadline:
             return mine
-        time.sleep(0.3)
+        time.sleep(0.1)
 
 
-def events(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = get_json(toolbox, sandbox, "events", "-n", namespace)["items"]
-    return items
+def events(api: Rest, namespace: str) -> list[dict[str, Any]]:
+    return api.items("Event", namespace)
 
 
 def claim_names(pod: Mapping[str, Any]) -> list[str]:
@@ -128,18 +114,16 @@ def request_classes(claim: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def wait_gone(toolbox: Toolbox, sandbox: Sandbox, namespace: str, kind: str, names: Iterable[str]) -> list[str]:
+def wait_gone(api: Rest, namespace: str, kind: str, names: Iterable[str]) -> list[str]:
     """Until none of the named objects exists (a deleted pod's claims: its devices are free again); returns those
     still there when the wait ends."""
     wanted = set(names)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
-        left = sorted(
-            wanted & {i["metadata"]["name"] for i in get_json(toolbox, sandbox, kind, "-n", namespace)["items"]}
-        )
+        left = sorted(wanted & {i["metadata"]["name"] for i in api.items(kind, namespace)})
         if not left or time.monotonic() > deadline:
             return left
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def pool_of(sandbox: Sandbox) -> Callable[[str], str]:

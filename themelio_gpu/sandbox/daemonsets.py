@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.sandbox.attempts import get_json
 from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
+from themelio_gpu.sandbox.rest import Rest
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
 
@@ -125,10 +125,11 @@ def settled(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> boo
 
 def compare(toolbox: Toolbox, sandbox: Sandbox, predicted: list[Predicted]) -> list[DaemonSetRow]:
     """Each DaemonSet's bound nodes beside verify's, once the controller has settled (or the wait ends)."""
+    api = Rest(sandbox.kubeconfig)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
-        daemonsets = get_json(toolbox, sandbox, "daemonsets", "-A")["items"]
-        pods = get_json(toolbox, sandbox, "pods", "-A")["items"]
+        daemonsets = api.items("DaemonSet")
+        pods = api.items("Pod")
         if settled(daemonsets, pods) or time.monotonic() > deadline:
             break
         time.sleep(0.5)

@@ -26,10 +26,11 @@ from themelio_gpu.dryrun.trial import violations
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import attempts
 from themelio_gpu.sandbox.attempts import DeviceKey
-from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
+from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.outcomes import Kind, Outcome, pod_outcome
 from themelio_gpu.sandbox.placement import Planned, planned_rows
+from themelio_gpu.sandbox.rest import Rest, path
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
 
@@ -73,11 +74,11 @@ class Published:
     nodes: dict[str, dict[str, Any]]
 
 
-def read_published(toolbox: Toolbox, sandbox: Sandbox) -> Published:
-    slices = attempts.dra_items(toolbox, sandbox, "resourceslices")
+def read_published(api: Rest) -> Published:
+    slices = attempts.dra_items(api, "ResourceSlice")
     parsed = parse_resourceslices(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}))
-    classes = {c["metadata"]["name"]: _selectors(c) for c in attempts.dra_items(toolbox, sandbox, "deviceclasses")}
-    nodes = {n["metadata"]["name"]: n for n in attempts.get_json(toolbox, sandbox, "nodes")["items"]}
+    classes = {c["metadata"]["name"]: _selectors(c) for c in attempts.dra_items(api, "DeviceClass")}
+    nodes = {n["metadata"]["name"]: n for n in api.items("Node")}
     return Published(
         attempts.devices_by_key(slices), {(d.driver, d.pool, d.name): d for d in parsed}, classes, nodes
     )
@@ -89,12 +90,11 @@ def _selectors(device_class: dict[str, Any]) -> list[str]:
 
 def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
     """Every planned row, one pod at a time, in a namespace of its own that is deleted at the end."""
-    create_all(toolbox, sandbox, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+    api = Rest(sandbox.kubeconfig)
+    api.create_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
     try:
-        published = read_published(toolbox, sandbox)
-        return [
-            _try(plan, sandbox, toolbox, published, i, planned) for i, planned in enumerate(planned_rows(plan))
-        ]
+        published = read_published(api)
+        return [_try(plan, sandbox, api, published, i, planned) for i, planned in enumerate(planned_rows(plan))]
     finally:
         with interrupts.deferred():
             interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
@@ -102,27 +102,27 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
 
 
 def _try(
-    plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, published: Published, index: int, planned: Planned
+    plan: ClusterPlan, sandbox: Sandbox, api: Rest, published: Published, index: int, planned: Planned
 ) -> Row:
     row = Row(planned.key, planned.ask.count, planned.expected, planned.model, uncompared=planned.uncompared)
     name = f"probe-{index}"
     objects = attempts.pod_objects(name, NAMESPACE, planned.ask)
-    create_all(toolbox, sandbox, objects)
-    pod = attempts.wait_decided(toolbox, sandbox, NAMESPACE, [name]).get(name)
+    api.create_all(objects)
+    pod = attempts.wait_decided(api, NAMESPACE, [name]).get(name)
     if pod is None:
         raise SandboxError(f"probe pod {name} ({planned.key}) vanished before the scheduler decided it")
     bound = bool(pod.get("spec", {}).get("nodeName"))
-    events = [] if bound else attempts.events(toolbox, sandbox, NAMESPACE)  # why it is Pending, when it is
+    events = [] if bound else attempts.events(api, NAMESPACE)  # why it is Pending, when it is
     row.real = pod_outcome(pod, events, attempts.pool_of(sandbox))
     claims = attempts.claim_names(pod)
     if row.real.kind is Kind.LANDED:
-        read_devices(plan, row, planned, pod, claims, published, toolbox, sandbox)
-    kubectl(toolbox, sandbox, "delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--wait=true")
-    left = attempts.wait_gone(toolbox, sandbox, NAMESPACE, "resourceclaims", claims)
+        read_devices(plan, row, planned, pod, claims, published, api)
+    api.delete("Pod", NAMESPACE, name)
+    left = attempts.wait_gone(api, NAMESPACE, "ResourceClaim", claims)
     if left:
         raise SandboxError(f"the claims of probe pod {name} were not removed within the wait: {', '.join(left)}")
     if len(objects) > 1:
-        kubectl(toolbox, sandbox, "delete", "resourceclaimtemplate", name, "-n", NAMESPACE, "--wait=true")
+        api.delete("ResourceClaimTemplate", NAMESPACE, name)
     return row
 
 
@@ -133,8 +133,7 @@ def read_devices(
     pod: dict[str, Any],
     claims: list[str],
     published: Published,
-    toolbox: Toolbox,
-    sandbox: Sandbox,
+    api: Rest,
     namespace: str = NAMESPACE,
 ) -> None:
     """The devices the landed pod got, each checked against the offering's definition and the CEL evaluator."""
@@ -148,7 +147,7 @@ def read_devices(
         return
     got = 0
     for claim_name in claims:
-        claim = attempts.get_json(toolbox, sandbox, "resourceclaim", claim_name, "-n", namespace)
+        claim = api.get(path("ResourceClaim", namespace, claim_name))
         classes = attempts.request_classes(claim)
         for request, key in attempts.allocation(claim):
             got += 1

@@ -23,10 +23,11 @@ from themelio_gpu.dryrun.trial import TrialReport, render_trial, run_trial, tria
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import attempts
-from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all, kubectl
+from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.outcomes import Kind, pod_outcome
 from themelio_gpu.sandbox.placement import Ask, offering_class
+from themelio_gpu.sandbox.rest import Rest, path
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
 
@@ -68,20 +69,21 @@ def run(
     catalog: Catalog, plan: ClusterPlan, offerings: list[ResolvedOffering], sandbox: Sandbox, toolbox: Toolbox
 ) -> tuple[TrialReport, list[TrialRow]]:
     """The offline trial on the sandbox's ResourceSlices, and each offering's real allocation beside it."""
-    slices = attempts.dra_items(toolbox, sandbox, "resourceslices")
+    api = Rest(sandbox.kubeconfig)
+    slices = attempts.dra_items(api, "ResourceSlice")
     if not slices:
         raise SandboxError(f"sandbox {plan.name} publishes no ResourceSlices: a trial needs DRA pools")
     devices = parse_resourceslices(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}))
     report = run_trial(catalog, offerings, devices, f"sandbox {plan.name}")
     raw = attempts.devices_by_key(slices)
     rows = []
-    create_all(toolbox, sandbox, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+    api.create_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
     try:
         for index, (offering, tried) in enumerate(zip(offerings, report.offerings, strict=True)):
             device_class, ask = _ask(plan, offering)
             row = TrialRow(offering.name, device_class, sorted(f"{d.node}/{d.name}" for d in tried.devices))
             rows.append(row)
-            _try(toolbox, sandbox, f"trial-{index}", ask, row, raw)
+            _try(api, sandbox, f"trial-{index}", ask, row, raw)
     finally:
         with interrupts.deferred():
             interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
@@ -90,24 +92,24 @@ def run(
 
 
 def _try(
-    toolbox: Toolbox,
+    api: Rest,
     sandbox: Sandbox,
     name: str,
     ask: Ask,
     row: TrialRow,
     raw: dict[attempts.DeviceKey, dict[str, Any]],
 ) -> None:
-    create_all(toolbox, sandbox, attempts.pod_objects(name, NAMESPACE, ask))
-    pod = attempts.wait_decided(toolbox, sandbox, NAMESPACE, [name]).get(name)
+    api.create_all(attempts.pod_objects(name, NAMESPACE, ask))
+    pod = attempts.wait_decided(api, NAMESPACE, [name]).get(name)
     if pod is None:
         raise SandboxError(f"trial pod {name} ({row.offering}) vanished before the scheduler decided it")
-    outcome = pod_outcome(pod, attempts.events(toolbox, sandbox, NAMESPACE), attempts.pool_of(sandbox))
+    outcome = pod_outcome(pod, attempts.events(api, NAMESPACE), attempts.pool_of(sandbox))
     row.claims = attempts.claim_names(pod)
     row.outcome = outcome.kind.name.lower()
     node = pod.get("spec", {}).get("nodeName", "")
     if outcome.kind is Kind.LANDED:
         for claim_name in row.claims:
-            claim = attempts.get_json(toolbox, sandbox, "resourceclaim", claim_name, "-n", NAMESPACE)
+            claim = api.get(path("ResourceClaim", NAMESPACE, claim_name))
             for _, key in attempts.allocation(claim):
                 row.allocated.append(f"{node}/{key[2]}")
                 row.described.append(attempts.describe_device(raw.get(key, {})))
@@ -115,11 +117,11 @@ def _try(
             row.pending = "bound, but its claims have no allocated device"
     else:
         row.pending = outcome.kind.value + (f": {outcome.reason}" if outcome.reason else "")
-    kubectl(toolbox, sandbox, "delete", "pod", name, "-n", NAMESPACE, "--grace-period=0", "--wait=true")
-    left = attempts.wait_gone(toolbox, sandbox, NAMESPACE, "resourceclaims", row.claims)
+    api.delete("Pod", NAMESPACE, name)
+    left = attempts.wait_gone(api, NAMESPACE, "ResourceClaim", row.claims)
     if left:
         raise SandboxError(f"the claims of trial pod {name} were not removed within the wait: {', '.join(left)}")
-    kubectl(toolbox, sandbox, "delete", "resourceclaimtemplate", name, "-n", NAMESPACE, "--wait=true")
+    api.delete("ResourceClaimTemplate", NAMESPACE, name)
 
 
 def as_text(report: TrialReport, rows: list[TrialRow]) -> str:
