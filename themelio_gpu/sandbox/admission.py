@@ -150,13 +150,17 @@ def _class_for(plan: ClusterPlan, name: str) -> str | None:
 
 
 def expectations(plan: ClusterPlan, hard: dict[str, str], found: list[Attempt]) -> list[Outcome]:
-    """The model's answer for each attempt, in the order the probe makes them: the first (the grant) created and
-    placed alone, then every other one created (one request each), then the pods admitted placed."""
+    """The model's answer for each attempt, in the order the probe makes them, one at a time: created (quota
+    admission), then, a pod admitted, placed (the scheduler, and the quota admission of its claim)."""
     ledger = Ledger(plan, hard)
     answers: list[Outcome] = []
-    for group in (found[:1], found[1:]):
-        admitted = [ledger.admit(a) for a in group]
-        answers += [a if a is not None else ledger.place(t) for t, a in zip(group, admitted, strict=True)]
+    for index, attempt in enumerate(found):
+        admitted = ledger.admit(attempt)
+        answer = admitted if admitted is not None else ledger.place(attempt)
+        if index and admitted is None and answer.pending:  # deleted once decided: its charges are returned
+            for key, amount in pod_charges(attempt.control.ask.limits).items():
+                ledger.used[key] = ledger.used.get(key, 0) - amount
+        answers.append(answer)
     return answers
 
 
@@ -219,16 +223,18 @@ def _namespace(
     api.create_all(objects)
     try:
         _wait_quota_ready(api, namespace)
-        documents = [_objects(namespace, i, a) for i, a in enumerate(found)]
-        # The grant first, until the scheduler has decided it (and its claim is charged); then every other
-        # attempt, one request per object.
-        for group in ([0], list(range(1, len(found)))):
-            refused = _create_each(api, [d for i in group for d in documents[i]])
-            pods = [f"q-{i}" for i in group if found[i].claim_class is None and f"q-{i}" not in refused]
-            decided = attempts.wait_decided(api, namespace, pods)
-            events = attempts.events(api, namespace)
-            for i in group:
-                _read(plan, sandbox, api, published, rows[i], found[i], f"q-{i}", refused, decided, events)
+        # One attempt at a time, each pod until the scheduler has decided it. A pod left Pending is deleted (but
+        # the grant's, whose charge one more must meet): while the scheduler retries it, its in-flight
+        # allocation would hide a device from the next attempt.
+        for index, attempt in enumerate(found):
+            name = f"q-{index}"
+            refused = _create_each(api, _objects(namespace, index, attempt))
+            decided = {} if refused or attempt.claim_class else attempts.wait_decided(api, namespace, [name])
+            bound = bool(decided.get(name, {}).get("spec", {}).get("nodeName"))
+            events = [] if bound or not decided else attempts.events(api, namespace)
+            _read(plan, sandbox, api, published, rows[index], attempt, name, refused, decided, events)
+            if index and decided and not bound:
+                api.delete("Pod", namespace, name)
     finally:
         with interrupts.deferred():
             _clear(api, namespace)
