@@ -110,6 +110,9 @@ def test_a_pending_pod_counts_as_refused_by_quota_only_when_the_scheduler_says_q
     # The event says it when the condition has no message.
     event = {"involvedObject": {"name": "p"}, "reason": "FailedScheduling", "message": placement}
     assert pod_outcome(_pod(condition=""), [event], pool_of).kind is Kind.PLACEMENT_PENDING
+    # A filter plugin's error is the filter stage saying no node fits (DRA's limit of 32 devices a claim).
+    limit = 'running "DynamicResources" filter plugin: claim p/x: number of requested devices 57 exceeds the claim limit of 32'
+    assert pod_outcome(_pod(condition=limit), [], pool_of).kind is Kind.PLACEMENT_PENDING
     assert pod_outcome(_pod(condition="binding rejected: something else"), [], pool_of).kind is Kind.UNPARSED
     assert pod_outcome(_pod(), [], pool_of).kind is Kind.TIMEOUT  # not decided: its own outcome
 

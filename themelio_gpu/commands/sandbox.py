@@ -87,7 +87,11 @@ def register(commands: Commands) -> None:
             )
             parser.add_argument("--keep", action="store_true", help="on failure, keep the sandbox for a look")
         if name in ("probe", "run"):
-            parser.add_argument("--json", action="store_true", help="the probe's rows as JSON")
+            parser.add_argument(
+                "--json",
+                action="store_true",
+                help="the probe's rows as JSON, alone on stdout (the summary on stderr)",
+            )
         if name == "run":
             parser.add_argument("--probe", action="store_true", help="probe after apply; a disagreeing row fails")
         if name in ("apply", "plan", "down", "run"):
@@ -98,7 +102,8 @@ def register(commands: Commands) -> None:
         "check",
         help="run every chosen cluster's stack through up, apply, plan, destroy and down",
         description="`sandbox run` on the named clusters, on every cluster (--every), or by default on the fewest "
-        "clusters that cover every pool kind, DRA mode, chart version and Kubernetes minor of the fleet.",
+        "clusters that cover every pool kind, DRA mode, chart version and Kubernetes minor of the fleet and serve every "
+        "offering and alias it has.",
         epilog=f"exit codes: {EXITS['check']}",
     )
     check.add_argument("clusters", nargs="*", metavar="CLUSTER", help="these clusters (default: a covering set)")

@@ -19,8 +19,10 @@ from typing import Any
 
 from themelio_gpu.k8s.quota import parse_exceeded
 
-# The scheduler's unschedulable message (framework.Diagnosis): "0/7 nodes are available: 3 node(s) had ...".
-_PLACEMENT = re.compile(r"\b\d+/\d+ nodes are available\b")
+# The scheduler's words when no node fits: its unschedulable message (framework.Diagnosis: "0/7 nodes are
+# available: 3 node(s) had ..."), or a filter plugin's error for every node ('running "DynamicResources" filter
+# plugin: ... number of requested devices 57 exceeds the claim limit of 32').
+_PLACEMENT = re.compile(r'\b\d+/\d+ nodes are available\b|^running "[A-Za-z]+" filter plugin')
 
 
 class Kind(Enum):

@@ -296,14 +296,16 @@ def probe_summary(
 ) -> str:
     """One line: each part's rows, how many agree with the model, and the figures the probe is judged by."""
     compared = [r for r in rows if not r.uncompared]
-    pending = [o for o in [*(r.real for r in rows), *(q.real for q in quota)] if o is not None and o.pending]
+    shown = [q for q in quota if not q.uncompared]
+    pending = [o for o in [*(r.real for r in compared), *(q.real for q in shown)] if o is not None and o.pending]
     unparsed = [o for o in pending if o.kind in (Kind.UNPARSED, Kind.TIMEOUT)]
     real = [d for d in placed if d.real is not None]
     parts = [
         f"sandbox probe: {cluster_name}: placement: {len(compared)} pods, {sum(r.agrees for r in compared)} as "
         f"the model says"
         + (f" ({len(rows) - len(compared)} more shown, not compared)" if len(compared) < len(rows) else ""),
-        f"quota: {len(quota)} attempts, {sum(q.agrees for q in quota)} as the quota model says",
+        f"quota: {len(shown)} attempts, {sum(q.agrees for q in shown)} as the quota model says"
+        + (f" ({len(quota) - len(shown)} more shown, not compared)" if len(shown) < len(quota) else ""),
         f"{len(pending)} Pending, {len(pending) - len(unparsed)} for a reason parsed from the cluster's words",
         f"DaemonSets: {len(real)}, {sum(d.agrees for d in real)} on the GPU nodes verify predicts"
         + (f" ({len(placed) - len(real)} operands verify's prediction only)" if len(real) < len(placed) else ""),
