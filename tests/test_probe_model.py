@@ -417,3 +417,86 @@ def test_an_allocated_device_below_a_capability_offerings_floor_fails_its_row() 
         plan, row, planned, _device("NVIDIA H100 80GB HBM3", "81559Mi"), "other.example.com", published
     )
     assert any("which the cluster does not have" in p for p in row.problems)
+
+
+def test_the_trial_compares_allocation_and_prediction_both_ways() -> None:
+    from themelio_gpu.sandbox.trial import TrialRow
+
+    def row(predicted: list[str], allocated: list[str], outcome: str) -> TrialRow:
+        return TrialRow("o", "c", predicted, allocated, outcome=outcome)
+
+    assert row(["n/gpu-0", "n/gpu-1"], ["n/gpu-1"], "landed").agrees
+    assert not row(["n/gpu-0"], ["m/gpu-0"], "landed").agrees  # allocated, not predicted
+    assert not row(["n/gpu-0"], [], "placement_pending").agrees  # predicted on an idle cluster, not allocated
+    assert row([], [], "placement_pending").agrees  # predicted none, and no node fits
+    assert not row([], [], "timeout").agrees  # not decided: never agrees
+    assert not row([], [], "unparsed").agrees
+
+
+def test_daemonsets_are_compared_with_verifys_prediction_and_an_unpredicted_one_fails() -> None:
+    from themelio_gpu.sandbox.daemonsets import MODEL_ONLY, UNKNOWN, Predicted, rows_of
+
+    def daemonset(name: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": "ns", "name": name, "uid": name, "generation": 1}}
+
+    def pod(owner: str, node: str) -> dict[str, Any]:
+        return {"metadata": {"ownerReferences": [{"uid": owner}]}, "spec": {"nodeName": node}}
+
+    gpu = {"gpu-a", "gpu-b"}
+    plugin = Predicted("ns", "plugin", "chart dra", True, {"gpu-a": "", "gpu-b": ""})
+    worker = Predicted("ns", "worker", "chart op", True, {"gpu-a": "", "gpu-b": "nodeSelector x=y: node has x=z"})
+    operand = Predicted("ns", "operand", "ClusterPolicy cluster-policy", False, {"gpu-a": "", "gpu-b": ""})
+    pods = [pod("plugin", "gpu-a"), pod("worker", "gpu-a"), pod("worker", "gpu-b"), pod("worker", "system-0")]
+    rows = {r.name: r for r in rows_of([daemonset("plugin"), daemonset("worker"), daemonset("stray")], pods,
+                                       [plugin, worker, operand], gpu)}  # fmt: skip
+    assert not rows["plugin"].agrees and rows["plugin"].why_not == "gpu-b: verify says it runs here"
+    assert not rows["worker"].agrees and rows["worker"].why_not.startswith("gpu-b: nodeSelector")
+    assert rows["worker"].elsewhere == ["system-0"]  # outside verify's model: shown, not compared
+    assert not rows["stray"].agrees and rows["stray"].note == UNKNOWN
+    assert rows["operand"].real is None and rows["operand"].agrees and rows["operand"].note == MODEL_ONLY
+    pods.append(pod("plugin", "gpu-b"))
+    fixed = {r.name: r for r in rows_of([daemonset("plugin")], pods, [plugin], gpu)}
+    assert fixed["plugin"].agrees
+
+
+def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `sandbox probe` compares the DaemonSet controller with, from a sandbox's record of its nodes and its
+    chart repository alone (helm renders; no control plane): the DRA kubelet plugin on every DRA node of
+    gpu-east, and, where an override empties its tolerations, on no node of the tainted pools."""
+    from tests.requirements import binary, shared_path
+    from themelio_gpu.sandbox import chart_repository
+    from themelio_gpu.sandbox.cluster import SANDBOX_DIR_ENV, Sandbox
+    from themelio_gpu.sandbox.nodes import simulated_nodes
+    from themelio_gpu.verify.sandbox_prediction import predict
+
+    helm = Path(binary("helm", "HELM"))
+    charts = shared_path("reference", "charts")
+    monkeypatch.setenv(SANDBOX_DIR_ENV, str(tmp_path))
+
+    class HelmOnly:
+        """The one tool the prediction runs."""
+
+        def binary(self, *_: str) -> Path:
+            return helm
+
+    def predicted(fleet_name: str, cluster_name: str) -> dict[str, Any]:
+        fleet = load_fleet(FLEETS / fleet_name / "catalog" / "gpu-catalog.yaml", FLEETS / fleet_name / "stacks")
+        plan = fleet.cluster(cluster_name)
+        assert plan is not None
+        sandbox = Sandbox(plan.name)
+        sandbox.folder.mkdir(parents=True)
+        nodes = {n.name: {"pool": n.pool, "kind": n.kind} for n in simulated_nodes(plan)}
+        sandbox.state_file.write_text(json.dumps({"nodes": nodes}))
+        chart_repository.package_charts(plan, charts, helm, sandbox.folder / "charts")
+        return {p.name: p for p in predict(plan, sandbox, HelmOnly())}  # type: ignore[arg-type]
+
+    east = predicted("example", "gpu-east")
+    plugin = east["dra-driver-nvidia-gpu-kubelet-plugin"]
+    assert plugin.in_chart and set(plugin.nodes) == {n for n in plugin.nodes if n.startswith("gpu-east-a100-")}
+    assert all(why == "" for why in plugin.nodes.values())
+    assert not east["nvidia-dcgm-exporter"].in_chart  # an operand: verify's prediction only
+    broken = predicted("breaking-overrides", "bk-dra-plugin-tolerations")
+    kubelet = next(p for name, p in broken.items() if name.endswith("kubelet-plugin"))
+    assert kubelet.nodes and all("taint" in why for why in kubelet.nodes.values()), kubelet.nodes
