@@ -457,6 +457,12 @@ def test_daemonsets_are_compared_with_verifys_prediction_and_an_unpredicted_one_
     pods.append(pod("plugin", "gpu-b"))
     fixed = {r.name: r for r in rows_of([daemonset("plugin")], pods, [plugin], gpu)}
     assert fixed["plugin"].agrees
+    # A prediction resting on a label the operator adds at runtime is shown, not compared.
+    runtime = Predicted("ns", "plugin", "chart dra", True, plugin.nodes, ("nvidia.com/gpu.deploy.client",))
+    (shown,) = rows_of([daemonset("plugin")], [], [runtime], gpu)
+    assert (
+        shown.real == [] and not shown.compared and shown.agrees and "nvidia.com/gpu.deploy.client" in shown.note
+    )
 
 
 def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
@@ -497,6 +503,12 @@ def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
     assert plugin.in_chart and set(plugin.nodes) == {n for n in plugin.nodes if n.startswith("gpu-east-a100-")}
     assert all(why == "" for why in plugin.nodes.values())
     assert not east["nvidia-dcgm-exporter"].in_chart  # an operand: verify's prediction only
+    assert plugin.runtime_labels == ()  # it rests on nothing the sandbox does not set: compared
     broken = predicted("breaking-overrides", "bk-dra-plugin-tolerations")
     kubelet = next(p for name, p in broken.items() if name.endswith("kubelet-plugin"))
     assert kubelet.nodes and all("taint" in why for why in kubelet.nodes.values()), kubelet.nodes
+    # With the GPU Operator 26.7 the plugin also selects nvidia.com/gpu.deploy.client, which the operator sets at
+    # runtime: the sandbox, where it does not run, cannot show that prediction.
+    newer = predicted("coverage", "fx-host-driver-upgrade")
+    kubelet = next(p for name, p in newer.items() if name.endswith("kubelet-plugin"))
+    assert "nvidia.com/gpu.deploy.client" in kubelet.runtime_labels

@@ -258,7 +258,7 @@ def _clear(api: Rest, namespace: str) -> None:
     pods = [p["metadata"]["name"] for p in api.items("Pod", namespace)]
     for name in pods:
         api.delete("Pod", namespace, name)
-    claims = [c["metadata"]["name"] for c in api.items("ResourceClaim", namespace)]
+    claims = [c["metadata"]["name"] for c in attempts.dra_items(api, "ResourceClaim", namespace)]
     for name in claims:
         api.delete("ResourceClaim", namespace, name)
     left = attempts.wait_gone(api, namespace, "ResourceClaim", claims)

@@ -119,11 +119,12 @@ def wait_gone(api: Rest, namespace: str, kind: str, names: Iterable[str]) -> lis
     still there when the wait ends."""
     wanted = set(names)
     deadline = time.monotonic() + WAIT_SECONDS
-    while True:
+    while wanted:
         left = sorted(wanted & {i["metadata"]["name"] for i in api.items(kind, namespace)})
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
+    return []
 
 
 def pool_of(sandbox: Sandbox) -> Callable[[str], str]:

@@ -33,6 +33,10 @@ MODEL_ONLY = (
     "created by the GPU Operator's controller, which does not run in the sandbox: verify's prediction only"
 )
 UNKNOWN = "verify renders no such DaemonSet from the cluster's charts"
+RUNTIME = (
+    "not compared: verify's prediction rests on labels NFD or the GPU Operator add at runtime ({}), and neither "
+    "runs in the sandbox"
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,9 @@ class Predicted:
     """The chart renders it, so Helm creates it in the sandbox; False: an operand of the GPU Operator."""
     nodes: Mapping[str, str]
     """Each GPU node of the sandbox -> "" where verify says its pods run, else verify's reason."""
+    runtime_labels: tuple[str, ...] = ()
+    """Labels NFD or the GPU Operator add at runtime that verify's verdict rests on, and the sandbox does not
+    give its nodes (neither runs here): the prediction cannot be compared."""
 
 
 Predictor = Callable[[ClusterPlan, Sandbox, Toolbox], list[Predicted]]
@@ -72,9 +79,13 @@ class DaemonSetRow:
     note: str = ""
 
     @property
+    def compared(self) -> bool:
+        return self.real is not None and not self.note.startswith("not compared")
+
+    @property
     def agrees(self) -> bool:
-        if self.real is None:
-            return True  # model only: no cluster answer to compare
+        if not self.compared:
+            return True  # verify's prediction only: no cluster answer to compare it with
         return self.real == self.model and not self.pending and self.note != UNKNOWN
 
 
@@ -147,8 +158,11 @@ def rows_of(
         bound, pending = bound_nodes(daemonset, pods)
         prediction = by_name.pop(key, None)
         model = sorted(n for n, why in prediction.nodes.items() if not why) if prediction else []
+        note = UNKNOWN if prediction is None else ""
+        if prediction is not None and prediction.runtime_labels:
+            note = RUNTIME.format(", ".join(prediction.runtime_labels))
         row = DaemonSetRow(key[0], key[1], prediction.source if prediction else "?", sorted(set(bound) & gpu),
-                           model, pending, sorted(set(bound) - gpu), note="" if prediction else UNKNOWN)  # fmt: skip
+                           model, pending, sorted(set(bound) - gpu), note=note)  # fmt: skip
         differing = sorted(set(row.real or ()) ^ set(model))
         if prediction and differing:
             first = differing[0]
@@ -176,6 +190,6 @@ def as_table(rows: list[DaemonSetRow]) -> str:
         else:
             real = _nodes_text(row.real) + (f" (+{row.pending} Pending)" if row.pending else "")
             real += f"; also on {', '.join(row.elsewhere)}" if row.elsewhere else ""
-        verdict = row.note if row.real is None else "yes" if row.agrees else f"NO: {row.note or row.why_not}"
+        verdict = row.note if not row.compared else "yes" if row.agrees else f"NO: {row.note or row.why_not}"
         lines.append((f"{row.namespace}/{row.name}", real, _nodes_text(row.model), verdict))
     return table(lines, pad_last=False)

@@ -299,7 +299,7 @@ def probe_summary(
     shown = [q for q in quota if not q.uncompared]
     pending = [o for o in [*(r.real for r in compared), *(q.real for q in shown)] if o is not None and o.pending]
     unparsed = [o for o in pending if o.kind in (Kind.UNPARSED, Kind.TIMEOUT)]
-    real = [d for d in placed if d.real is not None]
+    real = [d for d in placed if d.compared]
     parts = [
         f"sandbox probe: {cluster_name}: placement: {len(compared)} pods, {sum(r.agrees for r in compared)} as "
         f"the model says"
@@ -308,7 +308,7 @@ def probe_summary(
         + (f" ({len(quota) - len(shown)} more shown, not compared)" if len(shown) < len(quota) else ""),
         f"{len(pending)} Pending, {len(pending) - len(unparsed)} for a reason parsed from the cluster's words",
         f"DaemonSets: {len(real)}, {sum(d.agrees for d in real)} on the GPU nodes verify predicts"
-        + (f" ({len(placed) - len(real)} operands verify's prediction only)" if len(real) < len(placed) else ""),
+        + (f" ({len(placed) - len(real)} verify's prediction only)" if len(real) < len(placed) else ""),
         f"{sum(r.cel_checked for r in rows)} allocated devices asked of the offline CEL evaluator",
     ]
     return "; ".join(parts)

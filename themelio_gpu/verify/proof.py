@@ -109,6 +109,8 @@ class ClusterProof:
     lines: list[str] = field(default_factory=list)
     pools: list[PoolProof] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    workloads: list[Workload] = field(default_factory=list)
+    """Every DaemonSet placed: the charts' and the operator's operands."""
 
 
 # --- the nodes of a pool ---------------------------------------------------------------------------------
@@ -260,6 +262,7 @@ def prove_cluster(
     _check_device_classes(proof, plan, rendered, mode)
     _report_validation(proof, validation)
 
+    proof.workloads = workloads
     for pool_definition, contract in zip(plan.definition.node_pools, plan.pools, strict=True):
         proof.pools.append(
             _prove_pool(proof, pool_definition, contract, workloads, mode, nfd_config, mode_problems)
