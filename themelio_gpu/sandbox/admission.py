@@ -162,13 +162,9 @@ class Ledger:
         """Where the model lets a pod land on several pools, the pool it landed on holds its device from now on:
         the model's answers for the next attempts are conditioned on the cluster's choice among those it allows."""
         ambiguous = expected.kind is Kind.LANDED and len(expected.pools) > 1
-        if (
-            ambiguous
-            and real is not None
-            and real.kind is Kind.LANDED
-            and real.pools[:1] in ((p,) for p in expected.pools)
-        ):
-            self.hold(attempt.control, real.pools[0])
+        where = real.pools[0] if real is not None and real.kind is Kind.LANDED and real.pools else ""
+        if ambiguous and where in expected.pools:
+            self.hold(attempt.control, where)
 
 
 def _class_for(plan: ClusterPlan, name: str) -> str | None:
