@@ -94,13 +94,10 @@ verify-fixtures: charts-all
 terraform-check: .venv/.synced
 	$(VENV)/python -m themelio_gpu terraform-check $(ARGS)
 
-# The same on every fixture fleet of the tests (every backend, access kind, pool kind, chart and mode).
+# The same on every fixture fleet of the tests (every backend, access kind, pool kind, chart and mode), in one run
+# (each stack reported as <fleet>/<cluster>).
 terraform-check-fixtures: .venv/.synced
-	@for fleet in tests/fixtures/fleets/*/; do \
-	  echo "== $$fleet"; \
-	  $(VENV)/python -m themelio_gpu terraform-check --catalog $${fleet}catalog/gpu-catalog.yaml \
-	    --stacks-dir $${fleet}stacks $(ARGS) || exit 1; \
-	done
+	$(VENV)/python -m themelio_gpu terraform-check $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)
 
 schemas: .venv/.synced
 	$(VENV)/python -m themelio_gpu schema
@@ -112,9 +109,10 @@ bench: .venv/.synced
 lock:
 	./scripts/lock.sh
 
-# The sandbox's tools (Kubernetes, etcd, kwok, helm, OpenTofu, the provider stand-ins), pinned in
-# themelio_gpu/sandbox/tools.toml and built from their Go modules into ~/.cache/themelio-gpu/tools (needs Go
-# 1.26); a built tool is not built again. docs/sandbox.md.
+# The sandbox's tools (Kubernetes, etcd, kwok, helm, OpenTofu, HashiCorp's providers), pinned in
+# themelio_gpu/sandbox/tools.toml and built from their Go modules or from upstream source archives
+# ($THEMELIO_SOURCE_ARCHIVES, else ../shared/sources) into ~/.cache/themelio-gpu/tools (needs Go 1.26); a built
+# tool is not built again. docs/sandbox.md.
 sandbox-tools: .venv/.synced
 	$(VENV)/python -m themelio_gpu sandbox tools
 
@@ -126,7 +124,7 @@ sandbox-check: charts
 	$(VENV)/python -m themelio_gpu sandbox check --every --jobs $(SANDBOX_JOBS) $(ARGS)
 
 # The same on every fixture fleet: in each, the fewest clusters that cover its pool kinds, DRA modes, chart
-# versions and Kubernetes minors (the command prints which and why), every fleet in one check.
+# versions, Kubernetes minors and served names (the command prints which and why), every fleet in one check.
 sandbox-check-fixtures: charts-all
 	$(VENV)/python -m themelio_gpu sandbox check --jobs $(SANDBOX_JOBS) \
 	  $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)

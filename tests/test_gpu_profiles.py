@@ -112,7 +112,8 @@ def test_the_driver_publishes_whole_gpu_dra_pools_and_the_sandbox_the_rest_never
     contracts = {c.name: c for c in plan.pools}
     assert driver_publishes(contracts["whole"]) and not driver_publishes(contracts["sliced"])
     nodes = {n.name: n for n in simulated_nodes(plan)}
-    assert nodes["node-a"].slices == ()  # the driver's plugin publishes them
+    assert nodes["node-a"].by_driver and nodes["node-a"].written == ()  # the driver's plugin publishes them
+    assert not nodes["node-b"].by_driver
     (own,) = nodes["node-b"].slices  # MIG: the mock has none, the sandbox publishes them
     assert all(d["attributes"]["type"] == {"string": "mig"} for d in own["spec"]["devices"])
     assert all("index" not in d["attributes"] for d in own["spec"]["devices"])

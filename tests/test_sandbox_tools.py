@@ -150,42 +150,45 @@ def test_each_pin_is_applied_by_its_own_release_or_said_plainly_by_the_newest_of
     """cdktf's pins are built as they are; CDK Terrain's (kubernetes 3.4.0, helm 3.3.0), whose sources could not be
     had, are applied with 3.2.1 and 3.1.2, and the override and every run say so. The mirror holds each build under
     its own version only."""
-    from themelio_gpu.sandbox import deploy
-    from themelio_gpu.sandbox.cluster import Sandbox
+    from themelio_gpu.sandbox import providers
     from themelio_gpu.sandbox.errors import SandboxError
     from themelio_gpu.sandbox.tools import Toolbox
 
     tools = load_tools()
-    exact = deploy.provider_uses({"kubernetes": "2.38.0", "helm": "3.1.1"}, tools)
+    exact = providers.provider_uses({"kubernetes": "2.38.0", "helm": "3.1.1"}, tools)
     assert [(u.type, u.built, u.substituted) for u in exact] == [
         ("helm", "3.1.1", False),
         ("kubernetes", "2.38.0", False),
     ]
-    assert deploy.describe_substitutes(exact) == ""
-    terrain = deploy.provider_uses({"kubernetes": "3.4.0", "helm": "3.3.0"}, tools)
+    assert providers.describe_substitutes(exact) == ""
+    terrain = providers.provider_uses({"kubernetes": "3.4.0", "helm": "3.3.0"}, tools)
     assert [(u.type, u.built, u.substituted) for u in terrain] == [
         ("helm", "3.1.2", True),
         ("kubernetes", "3.2.1", True),
     ]
-    said = deploy.describe_substitutes(terrain)
+    said = providers.describe_substitutes(terrain)
     assert (
         "hashicorp/helm 3.3.0 and hashicorp/kubernetes 3.4.0" in said and "helm 3.1.2 and kubernetes 3.2.1" in said
     )
     with pytest.raises(
         SandboxError, match=r"pins hashicorp/kubernetes 4\.0\.0; the sandbox builds v2\.38\.0, v3\.2\.1"
     ):
-        deploy.provider_uses({"kubernetes": "4.0.0"}, tools)
+        providers.provider_uses({"kubernetes": "4.0.0"}, tools)
 
-    monkeypatch.setenv("THEMELIO_SANDBOX_DIR", str(tmp_path / "sandboxes"))
-    monkeypatch.delenv("THEMELIO_SANDBOX_PROVIDERS", raising=False)
-    sandbox = Sandbox("east")
-    mirror = deploy.provider_mirror(sandbox, Toolbox(tools), terrain)
+    mirror = tmp_path / "mirror"
+    rc = providers.write_mirror(mirror, Toolbox(tools), terrain)
+    assert f'path    = "{mirror}"' in rc.read_text()
+    assert providers.required_providers_override(terrain) == {"required_providers": {
+        "helm": {"source": "hashicorp/helm", "version": "3.1.2"},
+        "kubernetes": {"source": "hashicorp/kubernetes", "version": "3.2.1"},
+    }}  # fmt: skip
+    assert providers.required_providers_override(exact) == {}
     held = sorted(str(p.relative_to(mirror)) for p in mirror.glob("*/hashicorp/*/*/linux_amd64/*"))
     assert held == sorted(
         f"{registry}/hashicorp/{t}/{v}/linux_amd64/terraform-provider-{t}_v{v}"
-        for registry in deploy.REGISTRIES for t, v in (("helm", "3.1.2"), ("kubernetes", "3.2.1"))
+        for registry in providers.REGISTRIES for t, v in (("helm", "3.1.2"), ("kubernetes", "3.2.1"))
     )  # fmt: skip
-    assert deploy.stack_pins({"terraform": {"required_providers": {
+    assert providers.stack_pins({"terraform": {"required_providers": {
         "kubernetes": {"source": "hashicorp/kubernetes", "version": "3.4.0"},
         "other": {"source": "example/other", "version": "1.0.0"},
     }}}) == {"kubernetes": "3.4.0"}  # fmt: skip
@@ -225,3 +228,30 @@ def test_nvidias_code_is_built_from_checksummed_archives_with_what_each_image_ho
     assert mock.files == {"profiles": "pkg/gpu/mocknvml/configs"}
     for tool in (tools["gpu-operator-26.7"], tools["gpu-operator-26.3"], plugin, mock):
         assert len(tool.sha256) == 64 and not tool.module
+
+
+def test_a_fork_without_the_archives_is_told_in_one_line_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from themelio_gpu.sandbox.errors import MissingToolError
+    from themelio_gpu.sandbox.tools import toolbox
+
+    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("THEMELIO_SOURCE_ARCHIVES", str(tmp_path / "no-such-folder"))
+    with pytest.raises(MissingToolError) as raised:
+        toolbox(("provider-kubernetes-2",))
+    message = str(raised.value)
+    assert "\n" not in message and "make sandbox-tools" in message
+    assert f"{tmp_path / 'no-such-folder'} is not there: set THEMELIO_SOURCE_ARCHIVES" in message
+    assert "THEMELIO_SANDBOX_PROVIDERS=registry" in message
+
+
+def test_with_the_registrys_providers_the_sandbox_pins_and_mirrors_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from themelio_gpu.sandbox import providers
+
+    monkeypatch.setenv("THEMELIO_ENGINE", "cdktn")
+    assert providers.provider_tools() == {"provider-kubernetes-3", "provider-helm-3.1.2"}
+    monkeypatch.setenv("THEMELIO_SANDBOX_PROVIDERS", "registry")
+    assert providers.provider_tools() == set()

@@ -376,3 +376,80 @@ def test_plan_configuration_has_no_backend_and_the_environment_keeps_scratch_apa
     assert "TF_DATA_DIR" not in env and "TF_WORKSPACE" not in env and env["A"] == "b"
     assert env["TF_PLUGIN_CACHE_DIR"] == str(tmp_path)
     assert tf.terraform_environment(tmp_path, {"TF_PLUGIN_CACHE_DIR": "/mine"})["TF_PLUGIN_CACHE_DIR"] == "/mine"
+
+
+# --- terraform validate against HashiCorp's own providers, as `make sandbox-tools` builds them from source -------
+
+
+@pytest.fixture(scope="session")
+def built_providers() -> None:
+    """HashiCorp's providers built from their source archives (skip, or fail in CI, without them)."""
+    from themelio_gpu.sandbox.errors import MissingToolError
+    from themelio_gpu.sandbox.tools import load_tools, toolbox
+
+    binary("terraform")
+    try:
+        toolbox(tuple(name for name, tool in load_tools().items() if tool.provider))
+    except MissingToolError as error:
+        unavailable(f"HashiCorp's providers are not built: {error}")
+
+
+def test_every_fixture_stack_validates_against_the_real_providers(
+    built_providers: None, both_fleets: tuple[Run, dict[str, bytes]], tmp_path: Path
+) -> None:
+    """The stacks of the example, terraform and capability fleets (every backend, access and pool kind) validate
+    against hashicorp/kubernetes 2.38.0 and hashicorp/helm 3.1.1 themselves; the mirror they come from holds
+    the builds under their own versions."""
+    _, files = both_fleets
+    outdir = tmp_path / "cdktf.out"
+    for name in {path.split("/", 2)[1] for path in files}:
+        (outdir / "stacks" / name).mkdir(parents=True)
+    for path, data in files.items():
+        (outdir / path).write_bytes(data)
+    run = run_check(["--outdir", str(outdir), "--built-providers", "--jobs", "4"], None, tmp_path / "scratch")
+    assert run.code == 0, run.out + run.err
+    assert "HashiCorp's, built from source by `make sandbox-tools` (kubernetes 2.38.0, kubernetes 3.2.1" in run.out
+    count = len({path.split("/", 2)[1] for path in files})
+    assert f"{count} stacks: {count} validated (plan skipped: --built-providers)" in run.out
+    assert run.scratch_left == []
+
+
+def test_a_value_only_the_real_provider_refuses_fails_validate_with_the_providers_message(
+    built_providers: None, synthesized: Path, terraform_cli_config: Path, tmp_path: Path
+) -> None:
+    """A namespace name Kubernetes refuses: Terraform's schema check passes it (a string), so does the schema
+    mirror's validate, and the real kubernetes provider's own validation (validateName) refuses it."""
+    source = synthesized / "stacks" / EXAMPLE_CLUSTERS[0]
+    config: dict[str, Any] = json.loads((source / tf.STACK_FILE).read_text())
+    namespace = next(iter(config["resource"]["kubernetes_namespace_v1"].values()))
+    metadata = namespace["metadata"]
+    (metadata[0] if isinstance(metadata, list) else metadata)["name"] = "GPU_Catalog"
+    outdir = tmp_path / "cdktf.out"
+    (outdir / "stacks" / "broken").mkdir(parents=True)
+    (outdir / "stacks" / "broken" / tf.STACK_FILE).write_text(json.dumps(config))
+    schema_only = run_check(["--outdir", str(outdir), "--no-plan"], terraform_cli_config, tmp_path / "s1")
+    assert schema_only.code == 0, schema_only.out + schema_only.err
+    real = run_check(["--outdir", str(outdir), "--built-providers"], None, tmp_path / "s2")
+    assert real.code == 1
+    assert real.line("broken").startswith("broken: init ok") and "validate FAILED" in real.line("broken")
+    assert "terraform validate said:" in real.out and "GPU_Catalog" in real.out and "RFC 1123" in real.out
+
+
+def test_several_fleets_are_checked_in_one_run_each_stack_named_by_its_fleet(
+    synthesized: Path, terraform_cli_config: Path, tmp_path: Path
+) -> None:
+    """(`synthesized` first: the session's jsii kernel keeps its folder in the temporary folder it started in.)"""
+    fleets = [str(FIXTURES / "fleets" / name) for name in ("example", "local-charts")]
+    run = run_check(
+        [arg for f in fleets for arg in ("--fleet", f)] + ["--no-plan"], terraform_cli_config, tmp_path / "s"
+    )
+    assert run.code == 0, run.out + run.err
+    assert run.line("example/gpu-east").startswith("example/gpu-east: init ok")
+    assert "validate ok" in run.line("local-charts/gpu-airgap")  # its chart archive travels with the stack
+    assert "4 stacks: 4 validated" in run.out and run.scratch_left == []
+    wrong = run_check(["--fleet", str(tmp_path), "--cluster", "gpu-east"], None, tmp_path / "s2")
+    assert wrong.code == 2 and wrong.out == ""
+    assert wrong.err.strip() == (
+        f"terraform-check: --fleet: {tmp_path} has no catalog/gpu-catalog.yaml and no stacks/; --fleet names each "
+        "fleet's folder: leave out --catalog, --stacks-dir, --outdir and --cluster"
+    )

@@ -178,8 +178,8 @@ def _bring_up(
         "nodes": {n.name: {"pool": n.pool, "kind": n.kind} for n in nodes},
     }
     sandbox.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-    slices = sum(len(n.slices) for n in nodes)
-    devices = sum(len(s["spec"]["devices"]) for n in nodes for s in n.slices)
+    slices = sum(len(n.written) for n in nodes)
+    devices = sum(len(s["spec"]["devices"]) for n in nodes for s in n.written)
     kinds = ", ".join(
         f"{sum(1 for n in nodes if n.kind == k)} {k}" for k in ("static", "provisioned", "karpenter", "system")
         if any(n.kind == k for n in nodes)
@@ -199,7 +199,7 @@ def _register(toolbox: Toolbox, sandbox: Sandbox, nodes: list[Any]) -> None:
             toolbox, sandbox, "patch", "node", node.name, "--subresource=status", "--type=merge",
             "-p", json.dumps(status),
         )  # fmt: skip
-    slices = [s for n in nodes for s in n.slices]
+    slices = [s for n in nodes for s in n.written]
     if slices:
         create_all(toolbox, sandbox, slices)
 

@@ -43,6 +43,14 @@ PORTS = (
 )
 """KwokctlConfiguration's options for every port a component of the binary runtime listens on."""
 ATTEMPTS = 3
+RESTARTS = 2
+"""How many times a component that ended while the control plane started is started again (`kwokctl start
+cluster` starts what does not run): the controller manager gives the API server 10 s to be healthy and exits
+(cmd/kube-controller-manager/app/controllermanager.go), which a busy machine's API server can miss."""
+GRACE = 1.0
+"""Seconds between SIGTERM and SIGKILL at stop. Measured: the controller manager and kwok's controller end
+within 0.1 s of SIGTERM, the scheduler in 5 s, etcd in 7 s, the API server not within 20 s (its graceful
+shutdown); their data goes with the sandbox's folder, so they have nothing to save."""
 PORT_LOST = "bind: address already in use"
 WAIT = "180s"
 
@@ -131,24 +139,35 @@ def start(
     config = sandbox.folder / "kwokctl.yaml"
     log = sandbox.folder / "logs" / "kwokctl.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    kwokctl = str(toolbox.binary("kwok", "kwokctl"))
+
+    def lost_or_ended() -> bool:
+        return bool(_lost_ports(sandbox) or _ended(sandbox))
+
+    def run(command: list[str]) -> int | None:
+        """kwokctl `command`, stopped as soon as a component loses its port or ends."""
+        return supervisor.run(f"{NAME}.kwokctl", command, log=log, env=env, abort=lost_or_ended)
+
     for attempt in range(1, ATTEMPTS + 1):
         ports = dict(zip(PORTS, free_ports(len(PORTS), besides=port), strict=True))
         if port is not None:
             ports["kubeApiserverPort"] = port
         config.write_text(configuration(flags, ports))
         command = [
-            str(toolbox.binary("kwok", "kwokctl")), "create", "cluster", "--name", sandbox.kwok_name,
+            kwokctl, "create", "cluster", "--name", sandbox.kwok_name,
             "--runtime", "binary", "--kubeconfig", str(sandbox.kubeconfig), "--wait", WAIT, "--config", str(config),
             *(f"--{flag}-binary={path}" for flag, path in binaries.items()),
         ]  # fmt: skip
         log.write_text("")
-        code = supervisor.run(
-            f"{NAME}.kwokctl",
-            command,
-            log=log,
-            env=env,
-            abort=lambda: bool(_lost_ports(sandbox) or _ended(sandbox)),
-        )
+        code = run(command)
+        for _ in range(RESTARTS):
+            ended = _ended(sandbox)
+            if not ended or _lost_ports(sandbox):
+                break
+            say(f"sandbox: {', '.join(ended)} of the control plane ended while it started: starting it again")
+            for name in ended:  # kwokctl takes a pid that answers signal 0 for running, a zombie's too
+                (_workdir(sandbox) / "pids" / f"{name}.pid").unlink(missing_ok=True)
+            code = run([kwokctl, "start", "cluster", "--name", sandbox.kwok_name, "--wait", WAIT])
         lost, ended = _lost_ports(sandbox), _ended(sandbox)
         if code == 0 and not lost and not ended:
             adopted = supervisor.adopt_pid_files(_workdir(sandbox) / "pids", NAME)
@@ -184,4 +203,4 @@ def stop(sandbox: Sandbox) -> None:
     supervisor = Supervisor(sandbox.folder)
     supervisor.stop(supervisor.processes(f"{NAME}.kwokctl"))
     supervisor.adopt_pid_files(_workdir(sandbox) / "pids", NAME)
-    supervisor.stop(supervisor.processes(NAME))
+    supervisor.stop(supervisor.processes(NAME), grace=GRACE)

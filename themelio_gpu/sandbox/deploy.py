@@ -8,7 +8,8 @@ Terraform's own mechanisms point it at the sandbox:
   another) has the cluster file's context pointing at the sandbox's API server;
 - `sandbox_override.tf.json` (a Terraform override file) sets a local backend in the sandbox's folder (and,
   for a cluster reached by host and exec plugin, the providers' access to the sandbox);
-- `TF_CLI_CONFIG_FILE` installs the providers from the sandbox's filesystem mirror only.
+- `TF_CLI_CONFIG_FILE` installs the providers from the sandbox's filesystem mirror of HashiCorp's providers as
+  built from source (providers.py), unless THEMELIO_SANDBOX_PROVIDERS=registry.
 `terraform` (1.11, or $THEMELIO_TERRAFORM), `tofu` (the built OpenTofu) or `cdktf` (`cdktf deploy` through
 the CDKTF CLI, which synthesizes the app itself and runs Terraform in its output folder) run it.
 """
@@ -27,16 +28,16 @@ from typing import Any
 
 import yaml
 
-from themelio_gpu import engine, interrupts
+from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox import providers
 from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.components import chart_repository
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.tools import PROJECT_ROOT, Tool, Toolbox, load_tools, registry_providers
+from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox, registry_providers
 from themelio_gpu.settings import CHART_MIRROR_ENV
 
 RUNNERS = ("terraform", "tofu", "cdktf")
-REGISTRIES = ("registry.terraform.io", "registry.opentofu.org")
 
 
 @dataclass(frozen=True)
@@ -45,101 +46,6 @@ class Step:
     code: int
     seconds: float
     output: str
-
-
-@dataclass(frozen=True)
-class ProviderUse:
-    """A provider the stack pins, and the build of HashiCorp's that applies it in the sandbox."""
-
-    type: str
-    pinned: str
-    tool: Tool
-
-    @property
-    def built(self) -> str:
-        return self.tool.version.removeprefix("v")
-
-    @property
-    def substituted(self) -> bool:
-        return self.built != self.pinned
-
-
-def _major(version: str) -> str:
-    return version.split(".", 1)[0]
-
-
-def provider_uses(pins: dict[str, str], tools: dict[str, Tool]) -> list[ProviderUse]:
-    """For each pinned provider, its build of the same version; else (CDK Terrain's pins, whose sources could
-    not be had) the newest build of the same major version, which `sandbox_override.tf.json` pins instead.
-    Nothing else: a pin no build can stand for is a SandboxError naming what tools.toml has."""
-    uses = []
-    for type_, pinned in sorted(pins.items()):
-        builds = [t for t in tools.values() if t.provider == type_]
-        exact = [t for t in builds if t.version.removeprefix("v") == pinned]
-        same_major = sorted(
-            (t for t in builds if _major(t.version.removeprefix("v")) == _major(pinned)),
-            key=lambda t: tuple(int(part) for part in t.version.removeprefix("v").split(".")),
-        )
-        chosen = exact or same_major[-1:]
-        if not chosen:
-            have = ", ".join(t.version for t in builds) or "none"
-            raise SandboxError(
-                f"the stack pins hashicorp/{type_} {pinned}; the sandbox builds {have} of it (tools.toml): no "
-                f"build of {_major(pinned)}.x to apply it with"
-            )
-        uses.append(ProviderUse(type_, pinned, chosen[0]))
-    return uses
-
-
-def engine_pins() -> dict[str, str]:
-    """The providers the selected engine's stacks pin ($THEMELIO_ENGINE), by type: what `up` can tell before any
-    synthesis."""
-    chosen = engine.selected()
-    return {b.provider[0]: b.provider[2] for b in (chosen.kubernetes, chosen.helm)}
-
-
-def provider_tools() -> set[str]:
-    """The tools.toml names of the providers a deploy of the selected engine's stacks needs (none when Terraform
-    installs them from the registry)."""
-    return set() if registry_providers() else {u.tool.name for u in provider_uses(engine_pins(), load_tools())}
-
-
-def stack_pins(stack: dict[str, Any]) -> dict[str, str]:
-    """The hashicorp providers a synthesized stack pins, by type."""
-    required = stack.get("terraform", {}).get("required_providers", {})
-    return {
-        name: str(entry["version"])
-        for name, entry in required.items()
-        if str(entry.get("source", "")).endswith(f"hashicorp/{name}")
-    }
-
-
-def describe_substitutes(uses: list[ProviderUse]) -> str:
-    """One sentence for `up` and every run: which pins the sandbox applies with another release, or ""."""
-    swapped = [u for u in uses if u.substituted]
-    if not swapped:
-        return ""
-    return (
-        "the stack pins "
-        + " and ".join(f"hashicorp/{u.type} {u.pinned}" for u in swapped)
-        + ", whose sources could not be had: the sandbox applies it with HashiCorp's "
-        + " and ".join(f"{u.type} {u.built}" for u in swapped)
-        + " (built from source), through an override of required_providers in sandbox_override.tf.json"
-    )
-
-
-def provider_mirror(sandbox: Sandbox, toolbox: Toolbox, uses: list[ProviderUse]) -> Path:
-    """A filesystem mirror of HashiCorp's providers as built from source, each under its own version, for
-    Terraform's and OpenTofu's registry addresses."""
-    mirror = sandbox.folder / "providers"
-    for registry in REGISTRIES:
-        for use in uses:
-            folder = mirror / registry / "hashicorp" / use.type / use.built / "linux_amd64"
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f"terraform-provider-{use.type}_v{use.built}"
-            if not target.exists():
-                target.symlink_to(toolbox.binary(use.tool.name, f"terraform-provider-{use.type}"))
-    return mirror
 
 
 def _kubeconfig_for(plan: ClusterPlan, sandbox: Sandbox) -> tuple[Path, dict[str, Any]]:
@@ -198,7 +104,7 @@ def _api_access(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Any]:
 
 
 def _override(
-    plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any], uses: list[ProviderUse]
+    plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any], uses: list[providers.ProviderUse]
 ) -> dict[str, Any]:
     """The sandbox's state and API access; the provider releases that stand for pins the sandbox cannot build
     (describe_substitutes); and, for a release whose cluster file names a repository address of its own (out of
@@ -206,9 +112,7 @@ def _override(
     override: dict[str, Any] = {
         "terraform": {"backend": {"local": {"path": str(sandbox.folder / "terraform.tfstate")}}},
     }
-    swapped = {u.type: {"source": f"hashicorp/{u.type}", "version": u.built} for u in uses if u.substituted}
-    if swapped and not registry_providers():
-        override["terraform"]["required_providers"] = swapped
+    override["terraform"] |= providers.required_providers_override(uses)
     if plan.definition.access.api is not None:
         override["provider"] = _api_access(plan, sandbox)
     own = chart_repository.own_repositories(plan)
@@ -221,7 +125,7 @@ def _override(
 
 
 def _environment(
-    sandbox: Sandbox, toolbox: Toolbox, mirror: dict[str, str], uses: list[ProviderUse]
+    sandbox: Sandbox, toolbox: Toolbox, mirror: dict[str, str], uses: list[providers.ProviderUse]
 ) -> dict[str, str]:
     """Terraform's (and `cdktf deploy`'s, whose synthesis gets the same mirror) environment."""
     env = _with_mirror(mirror)
@@ -234,15 +138,7 @@ def _environment(
     )
     if registry_providers():
         return env
-    rc = sandbox.folder / "terraformrc"
-    providers = provider_mirror(sandbox, toolbox, uses)
-    patterns = json.dumps([f"{registry}/hashicorp/{use.type}" for registry in REGISTRIES for use in uses])
-    rc.write_text(
-        "provider_installation {\n"
-        f'  filesystem_mirror {{\n    path    = "{providers}"\n    include = {patterns}\n  }}\n'
-        f"  direct {{\n    exclude = {patterns}\n  }}\n}}\n"
-    )
-    env["TF_CLI_CONFIG_FILE"] = str(rc)
+    env["TF_CLI_CONFIG_FILE"] = str(providers.write_mirror(sandbox.folder / "providers", toolbox, uses))
     return env
 
 
@@ -268,8 +164,8 @@ def prepare(
     mirror = mirror_environment(plan, sandbox)
     stack_dir = _synthesize(plan, sandbox, catalog, stacks_dir, mirror)
     stack = json.loads((stack_dir / "cdk.tf.json").read_text())
-    uses = [] if registry_providers() else provider_uses(stack_pins(stack), toolbox.tools)
-    substitutes = describe_substitutes(uses)
+    uses = [] if registry_providers() else providers.provider_uses(providers.stack_pins(stack), toolbox.tools)
+    substitutes = providers.describe_substitutes(uses)
     if substitutes:
         say(f"sandbox: {plan.name}: {substitutes}")
     (stack_dir / "sandbox_override.tf.json").write_text(

@@ -37,9 +37,12 @@ CONTROL_PLANE_MANAGERS = frozenset(
 )
 """Field managers of the control plane itself. An object only they ever wrote, and that no other object owns,
 is the control plane's own (the kube-apiserver-serving ClusterTrustBundle the controller manager publishes a
-moment after start, sometimes after the baseline; the `default` ServiceAccount the controller manager gives every
-namespace, Helm's kept ones too; the API server's flow-control objects): never the stack's. Objects the garbage
-collector should have removed with a stack's object keep their ownerReferences, so they are still compared."""
+moment after start, sometimes after the baseline; the API server's flow-control objects): never the stack's.
+Objects the garbage collector should have removed with a stack's object keep their ownerReferences, so they are
+still compared."""
+IN_EVERY_NAMESPACE = frozenset({("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")})
+"""What the controller manager puts in every namespace (the default ServiceAccount with no managedFields at
+all): it goes with its namespace, and stays in those Helm keeps."""
 
 
 def made_by_control_plane(item: dict[str, Any]) -> bool:
@@ -55,12 +58,14 @@ def compared_kinds(discovered: list[str]) -> list[str]:
 
 def objects_of(items: list[dict[str, Any]], *, control_plane_own: bool = True) -> dict[str, bool]:
     """{kind/namespace/name: whether another object owns it (the garbage collector removes it with its owner)}
-    of the listed items, less every namespace's kube-root-ca.crt and, unless `control_plane_own`, less what only
-    the control plane ever wrote."""
+    of the listed items, less what is IN_EVERY_NAMESPACE and, unless `control_plane_own`, less what only the
+    control plane ever wrote."""
     objects = {}
     for item in items:
         metadata = item.get("metadata", {})
-        if metadata.get("name") == "kube-root-ca.crt" or (not control_plane_own and made_by_control_plane(item)):
+        if (item.get("kind"), metadata.get("name")) in IN_EVERY_NAMESPACE or (
+            not control_plane_own and made_by_control_plane(item)
+        ):
             continue
         name = f"{item.get('kind')}/{metadata.get('namespace') or ''}/{metadata.get('name')}"
         objects[name] = bool(metadata.get("ownerReferences"))

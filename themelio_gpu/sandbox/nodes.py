@@ -77,6 +77,15 @@ class SimulatedNode:
     """static, provisioned or karpenter."""
     manifest: dict[str, Any]
     slices: tuple[dict[str, Any], ...]
+    """The node's GPUs as the generator shapes them: what the sandbox writes, and the model's view of them
+    (placement.py) also where the driver publishes them."""
+    by_driver: bool = False
+    """NVIDIA's DRA driver's kubelet plugin publishes this node's GPUs (gpu_profiles.driver_publishes)."""
+
+    @property
+    def written(self) -> tuple[dict[str, Any], ...]:
+        """The slices the sandbox writes for the node: none where the driver publishes (no double publishing)."""
+        return () if self.by_driver else self.slices
 
 
 def _stable_uuid(*parts: str) -> str:
@@ -263,14 +272,11 @@ def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
                 }
                 taints = _taints(contract)
             slices: tuple[dict[str, Any], ...] = ()
-            if contract.dra and not driver_publishes(contract):  # else the DRA driver's plugin publishes them
+            if contract.dra:
                 mig = dict(contract.mig_devices) if contract.mig_devices is not None else None
                 slices = (resource_slice(name, gpu_devices(name, contract.product, contract.gpus_per_node, mig)),)
-            nodes.append(
-                SimulatedNode(
-                    name, pool.name, kind, _node(name, labels, taints, _allocatable(contract), kubelet), slices
-                )
-            )
+            manifest = _node(name, labels, taints, _allocatable(contract), kubelet)
+            nodes.append(SimulatedNode(name, pool.name, kind, manifest, slices, driver_publishes(contract)))
     system = _node(SYSTEM_NODE, {"node-role.kubernetes.io/system": ""}, [], dict(NODE_ALLOCATABLE), kubelet)
     nodes.append(SimulatedNode(SYSTEM_NODE, "", "system", system, ()))
     control_taint = [{"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"}]

@@ -54,6 +54,17 @@ CLI_CONFIG_ENV = "TF_CLI_CONFIG_FILE"
 MIRROR_DOCS = "docs/deploying.md#without-the-registry-a-provider-mirror"
 
 
+@dataclass(frozen=True)
+class BuiltProviders:
+    """Providers from a mirror of builds instead of the registry (the sandbox's builds of HashiCorp's source)."""
+
+    describe: str
+    mirror: Callable[[Path], Path]
+    """Writes the mirror into a folder; returns its CLI configuration file."""
+    prepare: Callable[[Path], None]
+    """Writes what a stack's copy needs to use them (an override file pinning a build for a pin it lacks)."""
+
+
 class TerraformMissingError(Exception):
     """No Terraform binary to run: the command says so instead of failing on every stack."""
 
@@ -212,10 +223,13 @@ def check_stack(
     env: Mapping[str, str],
     plan: bool,
     init_lock: threading.Lock,
+    prepare: Callable[[Path], None] | None = None,
 ) -> StackCheck:
     work = scratch / stack
     # A copy: init writes .terraform and a lock file, plan rewrites the configuration.
     shutil.copytree(source, work, ignore=shutil.ignore_patterns(".terraform", "*.tfstate", "*.tfstate.*"))
+    if prepare is not None:
+        prepare(work)
     steps: list[Step] = []
     with init_lock:
         steps.append(_run("init", [terraform, "init", "-backend=false", "-input=false", "-no-color"], work, env))
@@ -238,6 +252,7 @@ def check_stacks(
     jobs: int = 4,
     environ: Mapping[str, str] = os.environ,
     on_result: Callable[[StackCheck], None] | None = None,
+    prepare: Callable[[Path], None] | None = None,
 ) -> list[StackCheck]:
     """Every stack checked in a scratch folder that is removed afterwards; results in the stacks' order."""
     with tempfile.TemporaryDirectory(prefix="themelio-terraform-check-") as tmp:
@@ -249,7 +264,7 @@ def check_stacks(
         results: dict[str, StackCheck] = {}
 
         def one(name: str) -> StackCheck:
-            result = check_stack(terraform, name, stacks[name], scratch / "stacks", env, plan, init_lock)
+            result = check_stack(terraform, name, stacks[name], scratch / "stacks", env, plan, init_lock, prepare)
             if on_result is not None:
                 with report_lock:
                     on_result(result)
@@ -281,12 +296,14 @@ def render_result(result: StackCheck, plan: bool, source: ProviderSource | None 
     return f"{line}\n  terraform {failed.name} said:\n{detail}{hint}"
 
 
-def render_summary(results: Sequence[StackCheck], plan: bool, seconds: float) -> str:
+def render_summary(
+    results: Sequence[StackCheck], plan: bool, seconds: float, skipped_by: str = "--no-plan"
+) -> str:
     validated = sum(1 for r in results if (s := r.step("validate")) is not None and s.ok)
     planned = sum(1 for r in results if (s := r.step("plan")) is not None and s.ok)
     failed = [r.stack for r in results if not r.ok]
     count = f"{len(results)} stack{'s' if len(results) != 1 else ''}"
-    done = f"{validated} validated" + (f", {planned} planned" if plan else " (plan skipped: --no-plan)")
+    done = f"{validated} validated" + (f", {planned} planned" if plan else f" (plan skipped: {skipped_by})")
     verdict = f"{len(failed)} failed: {', '.join(failed)}" if failed else "all passed"
     return f"{count}: {done}; {verdict} ({seconds:.1f} s)"
 
@@ -300,13 +317,18 @@ def terraform_check(
     *,
     plan: bool,
     jobs: int,
+    providers: BuiltProviders | None = None,
 ) -> bool:
     """Check the stacks `stacks_in(scratch folder)` gives (synthesized there, or found elsewhere), reporting each
-    as it ends and then a summary; True when every stack passed. Nothing is written into the project."""
+    as it ends and then a summary; True when every stack passed. Nothing is written into the project. With
+    `providers`, Terraform installs them from their mirror, and each stack's copy gets their override file."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="themelio-terraform-check-synth-") as tmp:
         stacks = stacks_in(Path(tmp))
-        source = provider_source()
+        environ = dict(os.environ)
+        if providers is not None:
+            environ[CLI_CONFIG_ENV] = str(providers.mirror(Path(tmp) / "providers"))
+        source = provider_source(environ)
         warning = source.warning()
         if warning is not None:
             print(f"warning: {warning}", file=sys.stderr)
@@ -318,12 +340,18 @@ def terraform_check(
         pinned = sorted({pin for folder in stacks.values() for pin in provider_pins(folder)})
         if pinned:
             print(f"terraform-check: the stacks pin {', '.join(pinned)}")
+        if providers is not None:
+            print(f"terraform-check: {providers.describe}")
 
         def report(result: StackCheck) -> None:
             print(render_result(result, plan=plan, source=source), flush=True)
 
-        results = check_stacks(terraform, stacks, plan=plan, jobs=jobs, on_result=report)
-    print(render_summary(results, plan=plan, seconds=time.monotonic() - start))
+        results = check_stacks(
+            terraform, stacks, plan=plan, jobs=jobs, environ=environ, on_result=report,
+            prepare=providers.prepare if providers is not None else None,
+        )  # fmt: skip
+    skipped_by = "--built-providers" if providers is not None else "--no-plan"
+    print(render_summary(results, plan=plan, seconds=time.monotonic() - start, skipped_by=skipped_by))
     return all(r.ok for r in results)
 
 
