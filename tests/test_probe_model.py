@@ -549,3 +549,8 @@ def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
     running = predicted("coverage", "fx-host-driver-upgrade", operator_runs=True)
     kubelet = next(p for name, p in running.items() if name.endswith("kubelet-plugin"))
     assert kubelet.runtime_labels == ()
+    # The operator adds the MIG Manager's label only where GPU Feature Discovery, which runs nothing here, found a
+    # MIG-capable GPU: shown, not compared; an operand on the operator's own labels is compared.
+    east = predicted("example", "gpu-east", operator_runs=True)
+    assert "nvidia.com/gpu.deploy.mig-manager" in east["nvidia-mig-manager"].runtime_labels
+    assert east["nvidia-driver-daemonset"].runtime_labels == () and not east["nvidia-driver-daemonset"].in_chart

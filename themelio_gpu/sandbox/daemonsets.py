@@ -34,8 +34,9 @@ WAIT_SECONDS = 60.0
 MODEL_ONLY = "created by the GPU Operator's controller, which does not run here ({}): verify's prediction only"
 UNKNOWN = "verify renders no such DaemonSet from the cluster's charts"
 RUNTIME = (
-    "not compared: verify's prediction rests on labels NFD or the GPU Operator add at runtime ({}), and neither "
-    "runs in the sandbox"
+    "not compared: verify's prediction rests on labels the sandbox's nodes do not get ({}): NFD's and GPU Feature "
+    "Discovery's workers read a real node's devices and run nothing here, and the GPU Operator's labels are its "
+    "controller's only where it runs"
 )
 
 
@@ -53,7 +54,7 @@ class Predicted:
     """Each GPU node of the sandbox -> "" where verify says its pods run, else verify's reason."""
     runtime_labels: tuple[str, ...] = ()
     """Labels NFD or the GPU Operator add at runtime that verify's verdict rests on, and the sandbox does not
-    give its nodes (neither runs here): the prediction cannot be compared."""
+    give its nodes (their workers run nothing here): the prediction cannot be compared."""
 
 
 Predictor = Callable[[ClusterPlan, Sandbox, Toolbox], list[Predicted]]

@@ -7,9 +7,11 @@ the operator add, each DaemonSet placed there). Each sandbox node gets the verdi
 model: a static node is itself; a provisioned pool's nodes are alike, as verify's one node of it; a Karpenter
 node is the model's node of the pool's first instance and capacity type, which the sandbox makes it from.
 
-NFD's worker runs nothing in the sandbox: the sandbox sets NFD's labels itself (`nodes.NFD_GPU_NODE`). The GPU
-Operator's labels (`nvidia.com/...`) are its own controller's where the sandbox runs it (its state says so), and
-none where it does not. Where verify's verdict on a node rests on a runtime label the sandbox does not give it
+NFD's worker runs nothing in the sandbox: the sandbox sets NFD's labels itself (`nodes.NFD_GPU_NODE`). Where the
+sandbox runs NVIDIA's GPU Operator controller (its state says so), the controller sets its own labels
+(`nvidia.com/gpu.present`, the `nvidia.com/gpu.deploy.*` state labels), but not `nvidia.com/gpu.deploy.mig-manager`,
+which it adds only where GPU Feature Discovery's container, which does not run here, found a MIG-capable GPU.
+Where verify's verdict on a node rests on a runtime label the sandbox does not give it
 (the verdict on the model's node without its runtime labels, the sandbox's differs), the prediction says which
 labels, and the probe shows that DaemonSet without comparing it.
 `sandbox probe` compares these with the nodes the real DaemonSet controller chose (`sandbox/daemonsets.py`).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from themelio_gpu.k8s.nvidia import DEPLOY, DEPLOY_MIG_MANAGER, DRIVER_OWNER, GPU_PRESENT
 from themelio_gpu.k8s.scheduling import Node
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.cluster import Sandbox
@@ -31,8 +34,10 @@ from themelio_gpu.verify.render import render_release
 from themelio_gpu.verify.validation import ValidationResult
 from themelio_gpu.verify.workloads import Workload, chart_workloads
 
-OPERATOR_LABELS = "nvidia.com/"
-"""The prefix of the labels the GPU Operator's controller sets on a node (verify/proof.py settles them)."""
+
+def _by_operator(key: str) -> bool:
+    """A label NVIDIA's controller sets on a sandbox node by itself (not one that needs GFD's labels first)."""
+    return key in (GPU_PRESENT, DRIVER_OWNER) or (key.startswith(DEPLOY) and key != DEPLOY_MIG_MANAGER)
 
 
 def _counterpart(pool: PoolProof, node: str, kind: str) -> str:
@@ -43,10 +48,8 @@ def _counterpart(pool: PoolProof, node: str, kind: str) -> str:
 
 def _as_the_sandbox_labels(unsettled: Node, settled: Node, operator_runs: bool) -> Node:
     """The model's node before NFD and the operator label it, with the NFD labels the sandbox sets itself, and
-    the operator's (`nvidia.com/`) where NVIDIA's controller runs in the sandbox and labels the node itself."""
-    by_operator = (
-        {k: v for k, v in settled.labels.items() if k.startswith(OPERATOR_LABELS)} if operator_runs else {}
-    )
+    the operator's own where NVIDIA's controller runs in the sandbox and labels the node itself."""
+    by_operator = {k: v for k, v in settled.labels.items() if _by_operator(k)} if operator_runs else {}
     return Node(unsettled.name, {**unsettled.labels, **NFD_GPU_NODE, **by_operator}, unsettled.taints)
 
 
