@@ -554,3 +554,25 @@ def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
     east = predicted("example", "gpu-east", operator_runs=True)
     assert "nvidia.com/gpu.deploy.mig-manager" in east["nvidia-mig-manager"].runtime_labels
     assert east["nvidia-driver-daemonset"].runtime_labels == () and not east["nvidia-driver-daemonset"].in_chart
+
+
+def test_every_row_says_whose_slices_it_ran_on(tmp_path: Path) -> None:
+    """Its node's (the driver's or the sandbox's), else those of the nodes of the pools that serve it; `none`
+    where no slice is published (the device plugin)."""
+    from themelio_gpu.sandbox import probe
+    from themelio_gpu.sandbox.folder import Sandbox
+    from themelio_gpu.sandbox.nodes import simulated_nodes
+
+    plan = example("gpu-east")
+    sandbox = Sandbox(plan.name, tmp_path)
+    sandbox.folder.mkdir()
+    nodes = simulated_nodes(plan)
+    sandbox.state_file.write_text(json.dumps({"nodes": {n.name: {"pool": n.pool, "kind": n.kind} for n in nodes}}))
+    who = {n.name: "driver" if n.by_driver else "sandbox" for n in nodes if n.slices}
+    rows = {r.key: r for r in planned_rows(plan)}
+    whole, sliced = rows["nvidia.com/a100"], rows["nvidia.com/a100-mig-1g.5gb"]
+    driver_node = next(n.name for n in nodes if n.by_driver)
+    assert probe.whose_slices({"spec": {"nodeName": driver_node}}, whole, who, sandbox, plan) == "driver"
+    assert probe.whose_slices({}, whole, who, sandbox, plan) == "driver"  # Pending: the pools serving it
+    assert probe.whose_slices({}, sliced, who, sandbox, plan) == "sandbox"  # MIG: the mock has none
+    assert probe.whose_slices({"spec": {"nodeName": driver_node}}, whole, {}, sandbox, plan) == "none"

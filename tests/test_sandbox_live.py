@@ -348,7 +348,7 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
     more = placed["nvidia.com/a100 x3"].real  # two GPUs a node: three stay Pending, as the scheduler says
     assert more and more.kind is Kind.PLACEMENT_PENDING and "nodes are available" in more.reason
     grant = next(q for q in quota if q.tried == "the grant (nvidia.com/a100)")
-    assert grant.devices == ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"]
+    assert grant.devices == ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"] and grant.slices == "driver"
     one_more = next(q for q in quota if q.grant == "nvidia.com/a100" and q.tried.startswith("one more"))
     assert (
         one_more.real
