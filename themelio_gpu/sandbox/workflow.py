@@ -28,6 +28,8 @@ from themelio_gpu.sandbox import (
     parallel,
     probe,
     providers,
+    upgrade,
+    upgrade_report,
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
@@ -316,6 +318,14 @@ def trial(args: argparse.Namespace) -> int:
     return EXIT_OK if agreeing == len(rows) and not report.problems else EXIT_FAILED
 
 
+def _upgrade(args: argparse.Namespace) -> int:
+    """`sandbox upgrade CLUSTER --from REF` (upgrade.py): REF's stack, then the work tree's, on one sandbox."""
+    report = upgrade.Upgrade(args, _needed, _start, _say).run()
+    print(json.dumps(upgrade_report.as_json(report), indent=2) if args.json else upgrade_report.as_text(report))
+    _say(upgrade_report.summary(report))
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
 SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tools": _tools,
     "check": _check,
@@ -326,4 +336,5 @@ SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "down": _down,
     "run": _run,
     "probe": _probe,
+    "upgrade": _upgrade,
 }
