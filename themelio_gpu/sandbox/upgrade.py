@@ -26,17 +26,27 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu import interrupts
-from themelio_gpu.changes import base_ref
+from themelio_gpu import interrupts, worktrees
+from themelio_gpu.engine import ENV as ENGINE_ENV
 from themelio_gpu.inputs.problems import InputError, Problems
+from themelio_gpu.outputs import stack_inputs
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.selection import select_cluster
-from themelio_gpu.sandbox import chart_repository, cluster_changes, deploy, read_back, real_plan, workloads
+from themelio_gpu.sandbox import (
+    chart_repository,
+    cluster_changes,
+    deploy,
+    helm_hooks,
+    read_back,
+    real_plan,
+    workloads,
+)
 from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
 from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox
@@ -68,6 +78,8 @@ class Report:
     classes_before: dict[str, str] = field(default_factory=dict)
     classes_after: dict[str, str] = field(default_factory=dict)
     crds: dict[str, str] = field(default_factory=dict)
+    hooks: list[str] = field(default_factory=list)
+    """The CRDs the GPU Operator's pre-upgrade hook created or replaced (helm_hooks.py)."""
     base_applied: bool = False
     apply_ok: bool = False
     second_plan: str = ""
@@ -94,10 +106,34 @@ def _git(repo: Path, *args: str) -> str:
     return result.stdout
 
 
-def resolve(ref: str, catalog: Path, stacks_dir: Path) -> base_ref.Commit:
+@dataclass(frozen=True)
+class Revision:
+    """The commit `--from` names, and where the fleet's files and the tool are in it (relative to the repository,
+    as the given paths are to the work tree)."""
+
+    ref: str
+    repo: Path
+    sha: str
+    catalog: Path
+    stacks_dir: Path
+    project: Path
+
+    @property
+    def label(self) -> str:
+        return f"git {self.ref} (commit {self.sha[:12]})"
+
+
+def _relative(path: Path, root: Path) -> Path | None:
+    try:
+        return path.resolve().relative_to(root)
+    except ValueError:
+        return None
+
+
+def resolve(ref: str, catalog: Path, stacks_dir: Path) -> Revision:
     """The commit REF names in the repository holding the fleet; one clear line when there is none."""
-    problems = Problems()
     if not catalog.is_file():
+        problems = Problems()
         problems.add(str(catalog), "", "catalog file not found")
         problems.raise_if_any()
     found = interrupts.run(["git", "-C", str(catalog.resolve().parent), "rev-parse", "--show-toplevel"])
@@ -109,17 +145,14 @@ def resolve(ref: str, catalog: Path, stacks_dir: Path) -> base_ref.Commit:
         raise SandboxUsageError(
             f"--from {ref}: no such revision in {repo} (fetch it first, e.g. git fetch origin)"
         )
-    relative = [(p, base_ref._relative(p, repo)) for p in (catalog, stacks_dir)]
-    outside = [str(p) for p, r in relative if r is None]
-    if outside:
-        raise SandboxUsageError(f"--from {ref}: {', '.join(outside)} is outside the repository {repo}")
-    project = base_ref._relative(PROJECT_ROOT, repo) or Path()
-    catalog_in, stacks_in = (r for _, r in relative)
-    assert catalog_in is not None and stacks_in is not None
-    return base_ref.Commit(ref, repo, resolved.stdout.strip(), catalog_in, stacks_in, project)
+    catalog_in, stacks_in = _relative(catalog, repo), _relative(stacks_dir, repo)
+    if catalog_in is None or stacks_in is None:
+        raise SandboxUsageError(f"--from {ref}: the fleet's files must be inside the repository {repo}")
+    project = _relative(PROJECT_ROOT, repo) or Path()
+    return Revision(ref, repo, resolved.stdout.strip(), catalog_in, stacks_in, project)
 
 
-def dirty_files(commit: base_ref.Commit) -> list[str]:
+def dirty_files(commit: Revision) -> list[str]:
     """The fleet's files (and the tool's, when it lives in the same repository) that differ from HEAD."""
     paths = [commit.catalog.as_posix(), commit.stacks_dir.as_posix()]
     if (commit.repo / commit.project / "main.py").resolve() == (PROJECT_ROOT / "main.py").resolve():
@@ -128,12 +161,23 @@ def dirty_files(commit: base_ref.Commit) -> list[str]:
     return sorted({line[3:] for line in shown.splitlines() if line.strip()})
 
 
-def _head_label(commit: base_ref.Commit) -> str:
+def _head_label(commit: Revision) -> str:
     return f"the work tree (commit {_git(commit.repo, 'rev-parse', 'HEAD').strip()[:12]})"
 
 
 def _digest(stack_dir: Path) -> str:
     return hashlib.sha256((stack_dir / "cdk.tf.json").read_bytes()).hexdigest()
+
+
+def tool_id(project: Path) -> str:
+    """What of the tool decides the stacks a project's main.py writes: its code (as incremental synthesis
+    counts it), main.py, the lock file, and the engine."""
+    digest = hashlib.sha256(stack_inputs.code_digest_of(project / "themelio_gpu").encode())
+    for name in ("main.py", "Pipfile.lock"):
+        path = project / name
+        digest.update(b"\0" + (path.read_bytes() if path.is_file() else b""))
+    digest.update(b"\0" + os.environ.get(ENGINE_ENV, "").encode())
+    return digest.hexdigest()
 
 
 def _state_serial(sandbox: Sandbox) -> int | None:
@@ -152,9 +196,21 @@ def _applied(sandbox: Sandbox) -> dict[str, Any]:
         return {}
 
 
-def _record_applied(sandbox: Sandbox, stack_dir: Path, label: str) -> None:
-    record = {"sha256": _digest(stack_dir), "serial": _state_serial(sandbox), "revision": label}
+def _record_applied(sandbox: Sandbox, stack_dir: Path, commit: str, tool: str) -> None:
+    """The revision whose stack was just applied, by which tool: a commit's stack, synthesized by the same tool,
+    is the same bytes (synthesis is deterministic), so the next upgrade from that commit need not apply it."""
+    record = {"commit": commit, "tool": tool, "sha256": _digest(stack_dir), "serial": _state_serial(sandbox)}
     (sandbox.folder / APPLIED_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def holds(sandbox: Sandbox, commit: str, tool: str) -> bool:
+    """The sandbox holds the stack of `commit` by `tool`, applied last by `upgrade`, the state untouched since."""
+    record = _applied(sandbox)
+    return (record.get("commit"), record.get("tool"), record.get("serial")) == (
+        commit,
+        tool,
+        _state_serial(sandbox),
+    )
 
 
 def _steps_ok(steps: Sequence[deploy.Step]) -> bool:
@@ -166,12 +222,15 @@ def _failed(steps: Sequence[deploy.Step], what: str) -> SandboxError:
     return SandboxError(f"{what}: {last.name} exit {last.code}:\n{last.output[-4000:]}")
 
 
-def _changed_prediction(commit: base_ref.Commit, catalog: Path, stacks_dir: Path, mirror: dict[str, str]) -> Any:
-    """`changed --base-ref REF --format json` on the work tree's fleet, as a pipeline runs it (docs/changed.md),
-    with the sandbox's chart repository as the mirror on both sides, as the stacks applied have it."""
+def _changed_prediction(
+    commit: Revision, catalog: Path, stacks_dir: Path, head: Path, mirror: dict[str, str]
+) -> Any:
+    """`changed --base-ref REF --head DIR --format json`, as the generated pipeline runs it (docs/changed.md):
+    the head is the output folder the work tree's stack was synthesized into, the base REF's fleet by REF's own
+    code, with the sandbox's chart repository as the mirror on both sides, as the stacks applied have it."""
     env = {k: v for k, v in os.environ.items() if k != CHART_MIRROR_ENV} | mirror
-    command = [sys.executable, "-m", "themelio_gpu", "changed", "--base-ref", commit.sha, "--catalog", str(catalog),
-               "--stacks-dir", str(stacks_dir), "--format", "json"]  # fmt: skip
+    command = [sys.executable, "-m", "themelio_gpu", "changed", "--base-ref", commit.sha, "--head", str(head),
+               "--catalog", str(catalog), "--stacks-dir", str(stacks_dir), "--format", "json"]  # fmt: skip
     result = interrupts.run(command, env=env, cwd=PROJECT_ROOT)
     if result.returncode != 0:
         raise SandboxError(
@@ -215,7 +274,7 @@ class Upgrade:
                 "commit or stash them; an upgrade goes from one revision to another, as a pipeline's does"
             )
         head = select_cluster(load_fleet(self.catalog, self.stacks_dir), args.cluster)
-        with base_ref.checked_out(commit) as tree:
+        with worktrees.worktree(commit.repo, commit.sha, "themelio-upgrade-") as tree:
             base = self._base_plan(commit, tree)
             tools = self.tools_for([base, head], args.runner)
             report = Report(head.name, commit.label, _head_label(commit))
@@ -227,7 +286,7 @@ class Upgrade:
             self._apply_base(base, commit, tree, sandbox, tools, report)
         return self._upgrade(commit, base, head, sandbox, tools, report)
 
-    def _base_plan(self, commit: base_ref.Commit, tree: Path) -> ClusterPlan:
+    def _base_plan(self, commit: Revision, tree: Path) -> ClusterPlan:
         where = f"--from {commit.ref}"
         try:
             fleet = load_fleet(tree / commit.catalog, tree / commit.stacks_dir)
@@ -251,20 +310,20 @@ class Upgrade:
     def _apply_base(
         self,
         base: ClusterPlan,
-        commit: base_ref.Commit,
+        commit: Revision,
         tree: Path,
         sandbox: Sandbox,
         tools: Toolbox,
         report: Report,
     ) -> None:
         """REF's stack, by REF's own code, applied unless it is what this command applied last (state untouched)."""
-        stack_dir, env = deploy.prepare(
-            base, sandbox, tools, tree / commit.catalog, tree / commit.stacks_dir, self.say, tree / commit.project
-        )
-        record = _applied(sandbox)
-        if record.get("sha256") == _digest(stack_dir) and record.get("serial") == _state_serial(sandbox):
+        tool = tool_id(tree / commit.project)
+        if holds(sandbox, commit.sha, tool):
             self.say(f"sandbox: {base.name}: {commit.label}'s stack is the one applied last: not applied again")
             return
+        stack_dir, env = self._timed(report, "synthesis", lambda: deploy.prepare(
+            base, sandbox, tools, tree / commit.catalog, tree / commit.stacks_dir, self.say, tree / commit.project
+        ))  # fmt: skip
         self.say(f"sandbox: {base.name}: applying {commit.label}'s stack")
         steps = self._timed(
             report, "apply_base", lambda: deploy.terraform_steps("apply", self.args.runner, stack_dir, env, tools)
@@ -272,11 +331,11 @@ class Upgrade:
         if not _steps_ok(steps):
             raise _failed(steps, f"{commit.label}'s stack does not apply or settle")
         report.base_applied = True
-        _record_applied(sandbox, stack_dir, commit.label)
+        _record_applied(sandbox, stack_dir, commit.sha, tool)
 
     def _upgrade(
         self,
-        commit: base_ref.Commit,
+        commit: Revision,
         base: ClusterPlan,
         head: ClusterPlan,
         sandbox: Sandbox,
@@ -284,29 +343,42 @@ class Upgrade:
         report: Report,
     ) -> Report:
         say, runner = self.say, self.args.runner
-        held = self._timed(report, "workloads_start", lambda: workloads.start(tools, sandbox, base))
-        report.workloads = held
+        mirror = deploy.mirror_environment(head, sandbox)
         try:
-            mirror = deploy.mirror_environment(head, sandbox)
-            predicted = self._timed(
-                report, "changed", lambda: _changed_prediction(commit, self.catalog, self.stacks_dir, mirror)
+            stack_dir, env = self._timed(
+                report,
+                "synthesis",
+                lambda: deploy.prepare(head, sandbox, tools, self.catalog, self.stacks_dir, say),
             )
-            self._cluster_first(head, sandbox, tools, report)
-            stack_dir, env = deploy.prepare(head, sandbox, tools, self.catalog, self.stacks_dir, say)
-            binary = deploy._binary(runner, tools)
-            plan_file = sandbox.folder / PLAN_FILE
-            steps = self._timed(report, "plan", lambda: [
-                deploy.run_step("init", [binary, "init", "-input=false", "-no-color"], stack_dir, env),
-                deploy.run_step("plan", [binary, "plan", "-input=false", "-no-color", f"-out={plan_file}"],
-                                stack_dir, env),
-            ])  # fmt: skip
-            if not _steps_ok(steps):
-                raise _failed(steps, f"the work tree's stack does not plan on {head.name}'s sandbox")
-            shown = _show_json(binary, plan_file, stack_dir, env)
+            outdir = stack_dir.parent.parent
+            # `changed` synthesizes the base in a process of its own: it runs while the workloads start.
+            with ThreadPoolExecutor(max_workers=1) as pool, interrupts.ending_workers():
+                prediction = pool.submit(
+                    self._timed, report, "changed",
+                    lambda: _changed_prediction(commit, self.catalog, self.stacks_dir, outdir, mirror),
+                )  # fmt: skip
+                report.workloads = self._timed(
+                    report, "workloads_start", lambda: workloads.start(tools, sandbox, base)
+                )
+                self._cluster_first(head, sandbox, tools, report)
+                binary = deploy._binary(runner, tools)
+                plan_file = sandbox.folder / PLAN_FILE
+                steps = self._timed(report, "plan", lambda: [
+                    deploy.run_step("init", [binary, "init", "-input=false", "-no-color"], stack_dir, env),
+                    deploy.run_step("plan", [binary, "plan", "-input=false", "-no-color", f"-out={plan_file}"],
+                                    stack_dir, env),
+                ])  # fmt: skip
+                if not _steps_ok(steps):
+                    raise _failed(steps, f"the work tree's stack does not plan on {head.name}'s sandbox")
+                shown = _show_json(binary, plan_file, stack_dir, env)
+                predicted = prediction.result()
             report.rows = real_plan.compare(
                 real_plan.read_plan(shown), real_plan.predicted_changes(predicted, head.name)
             )
             report.classes_before = read_back.class_names(tools, sandbox)
+            operator = f"helm_release.{head.operator_release.name.replace('-', '_')}"
+            if any(r.address == operator and r.real == "update" for r in report.rows):
+                report.hooks = helm_hooks.run_crd_upgrade(head, self.charts, tools, sandbox)
             self._apply_head(head, sandbox, tools, report, stack_dir, env, binary, plan_file)
             after = self._timed(report, "plan_after", lambda: deploy.run_step(
                 "plan", [binary, "plan", "-detailed-exitcode", "-input=false", "-no-color"], stack_dir, env
@@ -317,9 +389,12 @@ class Upgrade:
                 else deploy.summary(after) or f"exit {after.code}: {after.output[-2000:]}"
             )
             report.crds = read_back.operator_crds(head, self.charts, tools, sandbox)
-            _record_applied(sandbox, stack_dir, report.head)
+            if report.apply_ok and report.second_plan == "no changes":
+                _record_applied(
+                    sandbox, stack_dir, _git(commit.repo, "rev-parse", "HEAD").strip(), tool_id(PROJECT_ROOT)
+                )
         finally:
-            workloads.remove(tools, sandbox)
+            self._timed(report, "workloads_removed", lambda: workloads.remove(tools, sandbox))
         return report
 
     def _cluster_first(self, head: ClusterPlan, sandbox: Sandbox, tools: Toolbox, report: Report) -> None:
@@ -373,10 +448,11 @@ class Upgrade:
             raise
         report.apply_ok = applied.code == 0
         if not report.apply_ok:
-            advice = read_back.recovery(tools, sandbox, head.name)
-            raise SandboxError(
-                f"the saved plan does not apply:\n{applied.output[-4000:]}" + "".join(f"\n{a}" for a in advice)
+            errors = (
+                applied.output[applied.output.find("Error:") :] if "Error:" in applied.output else applied.output
             )
+            report.problems.append(f"the saved plan does not apply:\n{errors[-3000:].strip()}")
+            report.problems += read_back.recovery(tools, sandbox, head.name)
         report.classes_after = read_back.class_names(tools, sandbox)
         after_keys = {f"class {c}" for c in report.classes_after} | {
             f"name {n}" for n in report.classes_after.values() if n
@@ -385,5 +461,9 @@ class Upgrade:
         report.class_polls = watch.polls
         report.slices_republished = cluster_changes.republish_changed_slices(head, sandbox, tools)
         report.nodes_joined += cluster_changes.join_new_nodes(head, sandbox, tools, ("provisioned", "karpenter"))
-        self._timed(report, "workloads_after", lambda: workloads.settle(tools, sandbox, report.workloads))
+        self._timed(
+            report,
+            "workloads_after",
+            lambda: workloads.settle(tools, sandbox, report.workloads, report.slices_republished),
+        )
         report.new_pods = self._timed(report, "new_pods", lambda: workloads.new_pods(tools, sandbox, head))

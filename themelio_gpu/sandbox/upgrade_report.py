@@ -45,6 +45,7 @@ def as_json(report: Report) -> dict[str, Any]:
         "classes_before": report.classes_before,
         "classes_after": report.classes_after,
         "crds": report.crds,
+        "crd_hook": report.hooks,
         "second_plan": report.second_plan,
         "problems": report.problems,
     }
@@ -121,6 +122,11 @@ def as_text(report: Report) -> str:
     }
     for name, (before, after) in changed_classes.items():
         lines.append(f"DeviceClass {name}: {_mapped(before)} -> {_mapped(after)}")
+    if report.hooks:
+        lines.append(
+            f"the GPU Operator's pre-upgrade hook (operator.upgradeCRD), done as its manage-crds does: "
+            f"{', '.join(report.hooks)}"
+        )
     for crd, state in report.crds.items():
         lines.append(f"CRD {crd}: {state}")
     lines.append(f"second plan: {report.second_plan}")

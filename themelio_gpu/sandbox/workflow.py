@@ -4,6 +4,7 @@ subcommand's steps, by name in SUBCOMMANDS; SandboxUsageError and SandboxError s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -320,8 +321,14 @@ def trial(args: argparse.Namespace) -> int:
 
 def _upgrade(args: argparse.Namespace) -> int:
     """`sandbox upgrade CLUSTER --from REF` (upgrade.py): REF's stack, then the work tree's, on one sandbox."""
+    if args.json:  # the report alone on stdout; the progress lines go to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            report = upgrade.Upgrade(args, _needed, _start, _say).run()
+            _say(upgrade_report.summary(report))
+        print(json.dumps(upgrade_report.as_json(report), indent=2))
+        return EXIT_OK if report.ok else EXIT_FAILED
     report = upgrade.Upgrade(args, _needed, _start, _say).run()
-    print(json.dumps(upgrade_report.as_json(report), indent=2) if args.json else upgrade_report.as_text(report))
+    print(upgrade_report.as_text(report))
     _say(upgrade_report.summary(report))
     return EXIT_OK if report.ok else EXIT_FAILED
 

@@ -9,8 +9,9 @@ whether it then runs again or stays Pending is part of what the upgrade did.
 
 After it, each workload is one of: `kept its device` (the same pod, bound, with the same allocation, its
 devices still published), `evicted` (another pod now, running or Pending), `claim deallocated`, `device gone`
-(allocated, but no ResourceSlice publishes the device any more, as after a MIG layout change), or, for one
-that never ran, `Pending before`. New pods, one per name the new stack serves, show where new work lands and
+(allocated, but no ResourceSlice publishes the device any more), `lost its device` (its node's GPUs got a new
+MIG layout: the MIG Manager destroys every MIG device of a GPU it reconfigures, so what used one is stopped),
+or, for one that never ran, `Pending before`. New pods, one per name the new stack serves, show where new work lands and
 through which class. kwok runs no container: a pod is Running as soon as it is bound.
 """
 
@@ -237,16 +238,21 @@ def wait_decided(toolbox: Toolbox, sandbox: Sandbox, names: set[str]) -> dict[st
         time.sleep(0.5)
 
 
-def settle(toolbox: Toolbox, sandbox: Sandbox, workloads: Sequence[Workload]) -> None:
-    """Read every workload after the upgrade, once controllers have had their say, and judge what it felt."""
+def settle(
+    toolbox: Toolbox, sandbox: Sandbox, workloads: Sequence[Workload], reconfigured: Sequence[str] = ()
+) -> None:
+    """Read every workload after the upgrade, once controllers have had their say, and judge what it felt;
+    `reconfigured`: nodes whose GPUs got a new MIG layout (cluster_changes.republish_changed_slices)."""
     seen = wait_decided(toolbox, sandbox, {w.name for w in workloads})
     published = published_devices(toolbox, sandbox)
     for workload in workloads:
         workload.after = seen.get(workload.name, Seen())
-        workload.outcome = outcome(workload.before, workload.after, published)
+        workload.outcome = outcome(workload.before, workload.after, published, set(reconfigured))
 
 
-def outcome(before: Seen, after: Seen, published: set[str]) -> str:
+def outcome(
+    before: Seen, after: Seen, published: set[str], reconfigured: frozenset[str] | set[str] = frozenset()
+) -> str:
     """What the upgrade did to one workload (the module's docstring)."""
     if not before.node:
         return "Pending before" if not after.node else f"Pending before, running after on {after.node}"
@@ -261,6 +267,8 @@ def outcome(before: Seen, after: Seen, published: set[str]) -> str:
         return "claim deallocated"
     if after.devices != before.devices:
         return f"devices changed: {', '.join(after.devices)}"
+    if after.node in reconfigured and after.devices:
+        return "lost its device: the MIG Manager re-created its GPU's MIG devices (new layout)"
     gone = [d for d in after.devices if "(device plugin)" not in d and d not in published]
     if gone:
         return f"device gone from its node's ResourceSlice: {', '.join(gone)}"
