@@ -97,11 +97,32 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
         assert down.returncode == 0, down.stdout + down.stderr
 
 
+def _helm_validates_the_new_chart_against_the_old_crds(chain: Chain) -> None:
+    """Helm validates a release's new objects against the CRDs installed before its pre-upgrade hook upgrades
+    them: the real Helm, on the real API server with the 26.3.3 CRDs, accepts the 26.7.0 release as the stack
+    configures it (so the stack leaves that validation on; docs/day-two.md)."""
+    kubeconfig = str(Path(chain.env["THEMELIO_SANDBOX_DIR"]) / day_two.CLUSTER / "kubeconfig")
+    helm = str(chain.tools.binary("helm"))
+    values = subprocess.run(
+        [helm, "get", "values", "gpu-operator", "-n", "gpu-operator", "-o", "yaml", "--kubeconfig", kubeconfig],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "upgradeCRD: true" in values
+    dry_run = subprocess.run(
+        [helm, "upgrade", "gpu-operator", str(chain.charts / "gpu-operator-v26.7.0"), "-n", "gpu-operator",
+         "--dry-run=server", "-f", "-", "--kubeconfig", kubeconfig],
+        input=values, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert dry_run.returncode == 0, dry_run.stderr
+
+
 def _run(chain: Chain, scenario: day_two.Scenario) -> None:
     base = chain.revision
     head = day_two.commit_scenario(chain.repo, scenario)
     for command in scenario.hand_edits:
         day_two.hand_edit(command, chain.kubectl)
+    if scenario.name == "gpu-operator-26.7":
+        _helm_validates_the_new_chart_against_the_old_crds(chain)
     if scenario.name == "drift":
         # `sandbox plan` names every object edited by hand before the apply puts it back.
         shown = day_two.themelio("sandbox", "plan", day_two.CLUSTER, *chain.flags(), env=chain.env)
@@ -116,6 +137,8 @@ def _run(chain: Chain, scenario: day_two.Scenario) -> None:
     problems += day_two.node_disagreements(chain.nodes(), scenario.expected)
     assert code == (0 if report.get("ok") else 1), err[-3000:]
     assert not problems, "\n".join(problems) + "\n" + err[-3000:]
+    for command in scenario.cleanup:
+        chain.kubectl(*command)
     chain.revision = head
 
 

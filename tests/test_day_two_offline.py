@@ -249,3 +249,31 @@ def test_the_gpu_operator_upgrades_its_crds_with_the_chart(stack_json: Any) -> N
     for cluster in ("gpu-east", "gpu-lab", "gpu-west"):
         values = yaml.safe_load(stack_json(cluster)["resource"]["helm_release"]["gpu_operator"]["values"][0])
         assert values["operator"] == {"upgradeCRD": True}, cluster
+
+
+@pytest.mark.parametrize(
+    ("type_", "config", "action", "section"),
+    [
+        ("kubernetes_manifest", {"manifest": {"kind": "DeviceClass"}}, "destroy", "an-offering-removed"),
+        ("kubernetes_manifest", {"manifest": {"kind": "DeviceClass"}}, "replace", "an-offering-renamed"),
+        ("helm_release", {"chart": "nvidia-dra-driver-gpu"}, "destroy", "the-dra-driver-chart-renamed"),
+        ("helm_release", {"chart": "gpu-operator"}, "replace", "the-gpu-operator-upgraded"),
+        ("kubernetes_node_taint", {"metadata": {"name": "n"}}, "destroy", "a-pool-removed"),
+        ("kubernetes_manifest", {"manifest": {"kind": "NodePool", "apiVersion": "karpenter.sh/v1"}}, "destroy",
+         "a-pool-removed"),
+    ],
+)  # fmt: skip
+def test_a_dangerous_change_points_at_its_day_two_scenario(
+    type_: str, config: dict[str, Any], action: str, section: str
+) -> None:
+    from themelio_gpu.changes.dangerous import danger_of
+    from themelio_gpu.changes.stacks import Instance
+
+    danger = danger_of(Instance(f"{type_}.x", f"{type_}.x", type_, None, config), action)
+    assert danger is not None and danger.scenario == f"docs/day-two.md#{section}"
+    headings = {
+        "-".join(line.lstrip("#").strip().lower().replace("`", "").split())
+        for line in (ROOT / "docs" / "day-two.md").read_text().splitlines()
+        if line.startswith("### ")
+    }
+    assert section in headings

@@ -27,7 +27,9 @@ import yaml
 from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.cluster import (
+    BINARY_MINORS,
     CONTROL_PLANE,
+    EMULATION_REACH,
     KUBECTL,
     Sandbox,
     binary_minor,
@@ -113,8 +115,7 @@ def upgrade_control_plane(
 
 
 def binary_minor_of(minor: int) -> int:
-    from themelio_gpu.sandbox.cluster import BINARY_MINORS, EMULATION_REACH
-
+    """The built binaries' minor that runs (or emulates) Kubernetes 1.<minor>."""
     return next((b for b in BINARY_MINORS if b - EMULATION_REACH <= minor <= b), BINARY_MINORS[-1])
 
 

@@ -19,7 +19,6 @@ stays up (`sandbox down` removes it); the workloads are removed.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import signal
@@ -32,9 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from themelio_gpu import interrupts, worktrees
-from themelio_gpu.engine import ENV as ENGINE_ENV
-from themelio_gpu.inputs.problems import InputError, Problems
-from themelio_gpu.outputs import stack_inputs
+from themelio_gpu.inputs.problems import InputError
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.selection import select_cluster
@@ -45,6 +42,7 @@ from themelio_gpu.sandbox import (
     helm_hooks,
     read_back,
     real_plan,
+    revision,
     workloads,
 )
 from themelio_gpu.sandbox.cluster import Sandbox
@@ -53,8 +51,6 @@ from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox
 from themelio_gpu.sandbox.workloads import UNDISTURBED, NewPod, Workload
 from themelio_gpu.settings import CHART_MIRROR_ENV, chart_cache, input_paths
 
-APPLIED_RECORD = "upgrade-applied.json"
-"""In the sandbox's folder: the stack `upgrade` applied last (its SHA-256) and the state's serial after it."""
 PLAN_FILE = "upgrade.tfplan"
 APPLY_GRACE = 300.0
 """Seconds an interrupted apply gets to end on its own: Terraform, on SIGINT, lets the running operations
@@ -99,120 +95,6 @@ class Report:
         return self.apply_ok and not self.disagreements and self.second_plan == "no changes" and not self.problems
 
 
-def _git(repo: Path, *args: str) -> str:
-    result = interrupts.run(["git", "-C", str(repo), *args])
-    if result.returncode != 0:
-        raise SandboxUsageError(f"git {' '.join(args)}: {result.stderr.strip()}")
-    return result.stdout
-
-
-@dataclass(frozen=True)
-class Revision:
-    """The commit `--from` names, and where the fleet's files and the tool are in it (relative to the repository,
-    as the given paths are to the work tree)."""
-
-    ref: str
-    repo: Path
-    sha: str
-    catalog: Path
-    stacks_dir: Path
-    project: Path
-
-    @property
-    def label(self) -> str:
-        return f"git {self.ref} (commit {self.sha[:12]})"
-
-
-def _relative(path: Path, root: Path) -> Path | None:
-    try:
-        return path.resolve().relative_to(root)
-    except ValueError:
-        return None
-
-
-def resolve(ref: str, catalog: Path, stacks_dir: Path) -> Revision:
-    """The commit REF names in the repository holding the fleet; one clear line when there is none."""
-    if not catalog.is_file():
-        problems = Problems()
-        problems.add(str(catalog), "", "catalog file not found")
-        problems.raise_if_any()
-    found = interrupts.run(["git", "-C", str(catalog.resolve().parent), "rev-parse", "--show-toplevel"])
-    if found.returncode != 0:
-        raise SandboxUsageError(f"--from {ref}: {catalog} is not in a git repository: {found.stderr.strip()}")
-    repo = Path(found.stdout.strip()).resolve()
-    resolved = interrupts.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"])
-    if resolved.returncode != 0 or not resolved.stdout.strip():
-        raise SandboxUsageError(
-            f"--from {ref}: no such revision in {repo} (fetch it first, e.g. git fetch origin)"
-        )
-    catalog_in, stacks_in = _relative(catalog, repo), _relative(stacks_dir, repo)
-    if catalog_in is None or stacks_in is None:
-        raise SandboxUsageError(f"--from {ref}: the fleet's files must be inside the repository {repo}")
-    project = _relative(PROJECT_ROOT, repo) or Path()
-    return Revision(ref, repo, resolved.stdout.strip(), catalog_in, stacks_in, project)
-
-
-def dirty_files(commit: Revision) -> list[str]:
-    """The fleet's files (and the tool's, when it lives in the same repository) that differ from HEAD."""
-    paths = [commit.catalog.as_posix(), commit.stacks_dir.as_posix()]
-    if (commit.repo / commit.project / "main.py").resolve() == (PROJECT_ROOT / "main.py").resolve():
-        paths += [(commit.project / p).as_posix() for p in ("themelio_gpu", "main.py", "Pipfile.lock")]
-    shown = _git(commit.repo, "status", "--porcelain", "--untracked-files=all", "--", *paths)
-    return sorted({line[3:] for line in shown.splitlines() if line.strip()})
-
-
-def _head_label(commit: Revision) -> str:
-    return f"the work tree (commit {_git(commit.repo, 'rev-parse', 'HEAD').strip()[:12]})"
-
-
-def _digest(stack_dir: Path) -> str:
-    return hashlib.sha256((stack_dir / "cdk.tf.json").read_bytes()).hexdigest()
-
-
-def tool_id(project: Path) -> str:
-    """What of the tool decides the stacks a project's main.py writes: its code (as incremental synthesis
-    counts it), main.py, the lock file, and the engine."""
-    digest = hashlib.sha256(stack_inputs.code_digest_of(project / "themelio_gpu").encode())
-    for name in ("main.py", "Pipfile.lock"):
-        path = project / name
-        digest.update(b"\0" + (path.read_bytes() if path.is_file() else b""))
-    digest.update(b"\0" + os.environ.get(ENGINE_ENV, "").encode())
-    return digest.hexdigest()
-
-
-def _state_serial(sandbox: Sandbox) -> int | None:
-    state = sandbox.folder / "terraform.tfstate"
-    try:
-        return int(json.loads(state.read_text())["serial"])
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def _applied(sandbox: Sandbox) -> dict[str, Any]:
-    try:
-        record: dict[str, Any] = json.loads((sandbox.folder / APPLIED_RECORD).read_text())
-        return record
-    except (OSError, ValueError):
-        return {}
-
-
-def _record_applied(sandbox: Sandbox, stack_dir: Path, commit: str, tool: str) -> None:
-    """The revision whose stack was just applied, by which tool: a commit's stack, synthesized by the same tool,
-    is the same bytes (synthesis is deterministic), so the next upgrade from that commit need not apply it."""
-    record = {"commit": commit, "tool": tool, "sha256": _digest(stack_dir), "serial": _state_serial(sandbox)}
-    (sandbox.folder / APPLIED_RECORD).write_text(json.dumps(record, indent=2) + "\n")
-
-
-def holds(sandbox: Sandbox, commit: str, tool: str) -> bool:
-    """The sandbox holds the stack of `commit` by `tool`, applied last by `upgrade`, the state untouched since."""
-    record = _applied(sandbox)
-    return (record.get("commit"), record.get("tool"), record.get("serial")) == (
-        commit,
-        tool,
-        _state_serial(sandbox),
-    )
-
-
 def _steps_ok(steps: Sequence[deploy.Step]) -> bool:
     return all(s.code == 0 for s in steps)
 
@@ -223,7 +105,7 @@ def _failed(steps: Sequence[deploy.Step], what: str) -> SandboxError:
 
 
 def _changed_prediction(
-    commit: Revision, catalog: Path, stacks_dir: Path, head: Path, mirror: dict[str, str]
+    commit: revision.Revision, catalog: Path, stacks_dir: Path, head: Path, mirror: dict[str, str]
 ) -> Any:
     """`changed --base-ref REF --head DIR --format json`, as the generated pipeline runs it (docs/changed.md):
     the head is the output folder the work tree's stack was synthesized into, the base REF's fleet by REF's own
@@ -266,8 +148,8 @@ class Upgrade:
         args = self.args
         if args.runner not in ("terraform", "tofu"):
             raise SandboxUsageError("upgrade plans and applies a saved plan: --with terraform or tofu")
-        commit = resolve(args.from_ref, self.catalog, self.stacks_dir)
-        dirty = dirty_files(commit)
+        commit = revision.resolve(args.from_ref, self.catalog, self.stacks_dir)
+        dirty = revision.dirty_files(commit)
         if dirty:
             raise SandboxUsageError(
                 f"the work tree has uncommitted changes ({', '.join(dirty[:5])}{', ...' if len(dirty) > 5 else ''}): "
@@ -277,7 +159,7 @@ class Upgrade:
         with worktrees.worktree(commit.repo, commit.sha, "themelio-upgrade-") as tree:
             base = self._base_plan(commit, tree)
             tools = self.tools_for([base, head], args.runner)
-            report = Report(head.name, commit.label, _head_label(commit))
+            report = Report(head.name, commit.label, revision.head_label(commit))
             started = time.monotonic()
             sandbox = Sandbox(head.name)
             if not sandbox.exists():
@@ -286,7 +168,7 @@ class Upgrade:
             self._apply_base(base, commit, tree, sandbox, tools, report)
         return self._upgrade(commit, base, head, sandbox, tools, report)
 
-    def _base_plan(self, commit: Revision, tree: Path) -> ClusterPlan:
+    def _base_plan(self, commit: revision.Revision, tree: Path) -> ClusterPlan:
         where = f"--from {commit.ref}"
         try:
             fleet = load_fleet(tree / commit.catalog, tree / commit.stacks_dir)
@@ -310,15 +192,15 @@ class Upgrade:
     def _apply_base(
         self,
         base: ClusterPlan,
-        commit: Revision,
+        commit: revision.Revision,
         tree: Path,
         sandbox: Sandbox,
         tools: Toolbox,
         report: Report,
     ) -> None:
         """REF's stack, by REF's own code, applied unless it is what this command applied last (state untouched)."""
-        tool = tool_id(tree / commit.project)
-        if holds(sandbox, commit.sha, tool):
+        tool = revision.tool_id(tree / commit.project)
+        if revision.holds(sandbox, commit.sha, tool):
             self.say(f"sandbox: {base.name}: {commit.label}'s stack is the one applied last: not applied again")
             return
         stack_dir, env = self._timed(report, "synthesis", lambda: deploy.prepare(
@@ -331,11 +213,11 @@ class Upgrade:
         if not _steps_ok(steps):
             raise _failed(steps, f"{commit.label}'s stack does not apply or settle")
         report.base_applied = True
-        _record_applied(sandbox, stack_dir, commit.sha, tool)
+        revision.record_applied(sandbox, stack_dir, commit.sha, tool)
 
     def _upgrade(
         self,
-        commit: Revision,
+        commit: revision.Revision,
         base: ClusterPlan,
         head: ClusterPlan,
         sandbox: Sandbox,
@@ -380,6 +262,7 @@ class Upgrade:
             if any(r.address == operator and r.real == "update" for r in report.rows):
                 report.hooks = helm_hooks.run_crd_upgrade(head, self.charts, tools, sandbox)
             self._apply_head(head, sandbox, tools, report, stack_dir, env, binary, plan_file)
+            workloads.remove(tools, sandbox, wait=False)  # the namespace goes while Terraform plans again
             after = self._timed(report, "plan_after", lambda: deploy.run_step(
                 "plan", [binary, "plan", "-detailed-exitcode", "-input=false", "-no-color"], stack_dir, env
             ))  # fmt: skip
@@ -390,8 +273,11 @@ class Upgrade:
             )
             report.crds = read_back.operator_crds(head, self.charts, tools, sandbox)
             if report.apply_ok and report.second_plan == "no changes":
-                _record_applied(
-                    sandbox, stack_dir, _git(commit.repo, "rev-parse", "HEAD").strip(), tool_id(PROJECT_ROOT)
+                revision.record_applied(
+                    sandbox,
+                    stack_dir,
+                    revision.git(commit.repo, "rev-parse", "HEAD").strip(),
+                    revision.tool_id(PROJECT_ROOT),
                 )
         finally:
             self._timed(report, "workloads_removed", lambda: workloads.remove(tools, sandbox))

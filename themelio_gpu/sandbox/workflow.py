@@ -29,6 +29,7 @@ from themelio_gpu.sandbox import (
     parallel,
     probe,
     providers,
+    read_back,
     upgrade,
     upgrade_report,
 )
@@ -113,6 +114,8 @@ def _apply(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     steps = deploy.execute("apply", args.runner, plan, sandbox, tools, *_inputs(args))
     _show(steps)
     if any(s.code != 0 for s in steps[:-1]) or steps[-1].name != "plan":
+        for line in read_back.recovery(tools, sandbox, plan.name):  # a Helm release an interrupt left pending
+            _say(f"sandbox: {line}")
         return EXIT_FAILED
     if steps[-1].code == 2:
         _say("sandbox: the plan after apply shows changes (above): the stack does not settle")

@@ -298,8 +298,9 @@ def new_pods(toolbox: Toolbox, sandbox: Sandbox, plan: ClusterPlan) -> list[NewP
     return [NewPod(name, seen.get(pod, Seen())) for pod, name in pods.items()]
 
 
-def remove(toolbox: Toolbox, sandbox: Sandbox) -> None:
-    """Delete the workloads' namespace and wait until it is gone (whatever interrupts meanwhile)."""
+def remove(toolbox: Toolbox, sandbox: Sandbox, *, wait: bool = True) -> None:
+    """Delete the workloads' namespace and (`wait`) wait until it is gone, whatever interrupts meanwhile."""
     with interrupts.deferred():
         interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
-                        "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=120s"])  # fmt: skip
+                        "namespace", NAMESPACE, "--ignore-not-found", f"--wait={str(wait).lower()}",
+                        "--timeout=120s"])  # fmt: skip
