@@ -96,6 +96,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             plan={LABELS.format(pool="a100", node="day2-a100-0"): "update"},
             nodes={"day2-a100-0": {"labels": {"themelio.io/team": "research", "gpu.themelio.io/pool": "a100"}}},
         ),
+        ci=False,
     ),
     Scenario(
         "drift",
@@ -260,6 +261,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             ("taint", "node", "day2-spare-0", "admin.example/maintenance=true:NoSchedule"),
         ),
         cleanup=(("label", "node", "day2-spare-0", "admin.example/rack-"),),
+        ci=False,
     ),
     Scenario(
         "offering-removed",

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from themelio_gpu import interrupts
+from themelio_gpu.k8s.version import parse_kubernetes_version
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.cluster import (
     BINARY_MINORS,
@@ -85,7 +86,9 @@ def upgrade_control_plane(
     """Restart the control plane with the plan's version rules, etcd's data kept; returns the seconds the API
     server was away."""
     state = sandbox.state()
-    old_minor = int(str(state["kubernetesVersion"]).lstrip("v").split(".")[1])
+    running = parse_kubernetes_version(str(state["kubernetesVersion"]))
+    assert running is not None, "the sandbox recorded the version it was brought up at"
+    old_minor = running.minor
     new_minor = plan.definition.minor_version
     if binary_minor(plan.definition) != binary_minor_of(old_minor):
         raise SandboxUsageError(

@@ -183,7 +183,7 @@ def _claim_of(pod: dict[str, Any]) -> str:
     return ""
 
 
-def _seen(pod: dict[str, Any], claims: Mapping[str, Any], nodes: Mapping[str, Any], events: Any) -> Seen:
+def _seen(pod: dict[str, Any], claims: Mapping[str, Any], events: Any) -> Seen:
     node = pod.get("spec", {}).get("nodeName", "")
     claim = claims.get(_claim_of(pod), {})
     requests = claim.get("spec", {}).get("devices", {}).get("requests", [])
@@ -215,12 +215,13 @@ def read(toolbox: Toolbox, sandbox: Sandbox, names: set[str] | None = None) -> d
         c["metadata"]["name"]: c for c in get_json(toolbox, sandbox, "resourceclaims", "-n", NAMESPACE)["items"]
     }
     events = get_json(toolbox, sandbox, "events", "-n", NAMESPACE)["items"]
-    nodes = {n["metadata"]["name"]: n for n in get_json(toolbox, sandbox, "nodes")["items"]}
     found: dict[str, Seen] = {}
-    for pod in sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"]):
+    # A workload whose pod was evicted has its new pod and, for a while, the old one terminating: the new one
+    # is what it has now.
+    for pod in sorted(pods, key=lambda p: "deletionTimestamp" not in p["metadata"]):
         owner = pod["metadata"].get("labels", {}).get(LABEL) or pod["metadata"]["name"]
         if names is None or owner in names:
-            found[owner] = _seen(pod, claims, nodes, events)
+            found[owner] = _seen(pod, claims, events)
     return found
 
 
