@@ -87,8 +87,9 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     try:
         # The fleet as deployed: the sandbox comes up at the first revision and gets its stack (an upgrade from
         # the revision to itself: nothing to plan), so that every scenario starts from a running cluster.
+        started = time.monotonic()
         code, report, err = day_two.upgrade(repo, revision, env)
-        state.reports["deployed"] = report
+        state.reports["deployed"] = {**report, "suite_seconds": round(time.monotonic() - started, 1)}
         if code != 0 or report.get("plan"):
             state.broken = f"the first revision did not deploy (exit {code}): {err[-3000:]}"
         yield state
@@ -210,6 +211,7 @@ def test_ctrl_c_during_the_second_apply_leaves_a_resumable_sandbox(chain: Chain)
         assert last.endswith("; no Helm release is left pending"), last
     plan = day_two.themelio("sandbox", "plan", day_two.CLUSTER, *chain.flags(), env=chain.env)
     assert plan.returncode in (0, 2), plan.stdout + plan.stderr
+    chain.reports["interrupted"] = {"line": last, "pending": pending, "plan_exit": plan.returncode}
     applied = day_two.themelio("sandbox", "apply", day_two.CLUSTER, *chain.flags(), env=chain.env)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert "plan: ok" in applied.stdout and "No changes." in applied.stdout

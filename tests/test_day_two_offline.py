@@ -277,3 +277,22 @@ def test_a_dangerous_change_points_at_its_day_two_scenario(
         if line.startswith("### ")
     }
     assert section in headings
+
+
+def test_the_docs_figures_table_is_made_from_the_reports(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import day_two_table
+    finally:
+        sys.path.pop(0)
+    report = {
+        "plan": [{"real": "update", "drift": ""}, {"real": "create", "drift": "delete"}],
+        "disagreements": 0, "disturbed": 3, "workloads": [{}] * 10, "class_gaps": {"name nvidia.com/x": 1.2},
+        "class_polls": 7, "second_plan": "no changes", "suite_seconds": 61.4, "seconds": {"apply": 5.2},
+    }  # fmt: skip
+    figures = tmp_path / "day-two.json"
+    figures.write_text(json.dumps({"mig-layout": report, "interrupted": {"line": "..."}}))
+    assert day_two_table.main(figures).splitlines()[2] == (
+        "| mig-layout | 1 create, 1 update (1 drifted) | 0 of 2 addresses | 3 of 10 | name nvidia.com/x 1.2 s "
+        "(7 polls) | no changes | 61 (5) |"
+    )

@@ -164,7 +164,7 @@ class Upgrade:
             sandbox = Sandbox(head.name)
             if not sandbox.exists():
                 self.start(base, tools, args)
-                report.seconds["up"] = time.monotonic() - started
+                report.seconds["up"] = round(time.monotonic() - started, 1)
             self._apply_base(base, commit, tree, sandbox, tools, report)
         return self._upgrade(commit, base, head, sandbox, tools, report)
 
