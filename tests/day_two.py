@@ -59,6 +59,8 @@ class Expected:
     """What every CRD of the GPU Operator's chart must read back as."""
     nodes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per node: `labels` (key: value, None for absent) and `taints` (the `key=value:effect` list, exactly)."""
+    catalog_without: tuple[str, ...] = ()
+    """Names the catalog ConfigMap (its quota keys, gpuLabel list, ...) must no longer hold afterwards."""
 
 
 @dataclass(frozen=True)
@@ -276,6 +278,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         Expected(
             plan={CLASS.format(name="l4.gpu.themelio.io"): "destroy", CONFIG_MAP: "update"},
             classes_gone=frozenset({"l4.gpu.themelio.io"}),
+            catalog_without=("nvidia.com/l4", "l4.gpu.themelio.io"),
         ),
         ci=False,
     ),
@@ -417,3 +420,9 @@ def node_disagreements(nodes: Mapping[str, Any], expected: Expected) -> list[str
             if taints != sorted(wanted["taints"]):
                 found.append(f"node {name}: taints {taints}, expected {sorted(wanted['taints'])}")
     return found
+
+
+def catalog_disagreements(config_map: Mapping[str, Any], expected: Expected) -> list[str]:
+    """The names the catalog ConfigMap (`kubectl get configmap -o json`) must no longer hold, where it does."""
+    data = json.dumps(config_map.get("data", {}))
+    return [f"the catalog ConfigMap still names {name}" for name in expected.catalog_without if name in data]

@@ -142,6 +142,10 @@ def _run(chain: Chain, scenario: day_two.Scenario) -> None:
     chain.reports[scenario.name] = report
     problems = day_two.disagreements(report, scenario.expected)
     problems += day_two.node_disagreements(chain.nodes(), scenario.expected)
+    if scenario.expected.catalog_without:
+        config_map = json.loads(chain.kubectl("get", "configmap", "themelio-gpu-catalog", "-n", "themelio-system",
+                                              "-o", "json"))  # fmt: skip
+        problems += day_two.catalog_disagreements(config_map, scenario.expected)
     assert code == (0 if report.get("ok") else 1), err[-3000:]
     assert not problems, "\n".join(problems) + "\n" + err[-3000:]
     for command in scenario.cleanup:
