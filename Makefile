@@ -94,13 +94,10 @@ verify-fixtures: charts-all
 terraform-check: .venv/.synced
 	$(VENV)/python -m themelio_gpu terraform-check $(ARGS)
 
-# The same on every fixture fleet of the tests (every backend, access kind, pool kind, chart and mode).
+# The same on every fixture fleet of the tests (every backend, access kind, pool kind, chart and mode), in one run
+# (each stack reported as <fleet>/<cluster>).
 terraform-check-fixtures: .venv/.synced
-	@for fleet in tests/fixtures/fleets/*/; do \
-	  echo "== $$fleet"; \
-	  $(VENV)/python -m themelio_gpu terraform-check --catalog $${fleet}catalog/gpu-catalog.yaml \
-	    --stacks-dir $${fleet}stacks $(ARGS) || exit 1; \
-	done
+	$(VENV)/python -m themelio_gpu terraform-check $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)
 
 schemas: .venv/.synced
 	$(VENV)/python -m themelio_gpu schema
@@ -127,14 +124,14 @@ sandbox-check: charts
 	$(VENV)/python -m themelio_gpu sandbox check --every --jobs $(SANDBOX_JOBS) $(ARGS)
 
 # The same on every fixture fleet: in each, the fewest clusters that cover its pool kinds, DRA modes, chart
-# versions and Kubernetes minors (the command prints which and why), every fleet in one check.
+# versions, Kubernetes minors and served names (the command prints which and why), every fleet in one check.
+sandbox-check-fixtures: charts-all
+	$(VENV)/python -m themelio_gpu sandbox check --jobs $(SANDBOX_JOBS) \
+	  $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)
+
 # Day two (docs/day-two.md): every scenario of tests/day_two.py upgraded one after the other on one sandbox
 # (`sandbox upgrade`), each report written to bench-results/day-two.json (the doc's figures). `make test`
 # runs the scenarios marked for CI only.
 day-two: .venv/.synced
 	mkdir -p bench-results
 	THEMELIO_DAY_TWO=full THEMELIO_DAY_TWO_FIGURES=bench-results/day-two.json $(VENV)/pytest -q tests/test_day_two.py
-
-sandbox-check-fixtures: charts-all
-	$(VENV)/python -m themelio_gpu sandbox check --jobs $(SANDBOX_JOBS) \
-	  $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)

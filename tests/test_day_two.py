@@ -25,9 +25,10 @@ from typing import Any
 import pytest
 
 from tests import day_two
+from tests.live_sandbox import processes_of
 from tests.requirements import ROOT, shared_path, unavailable
-from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError
+from themelio_gpu.sandbox.folder import KUBECTL
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 
 FULL = os.environ.get("THEMELIO_DAY_TWO") == "full"
@@ -54,7 +55,7 @@ class Chain:
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         kubeconfig = Path(self.env["THEMELIO_SANDBOX_DIR"]) / day_two.CLUSTER / "kubeconfig"
         result = subprocess.run(
-            [str(self.tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(kubeconfig), *args],
+            [str(self.tools.binary(*KUBECTL)), "--kubeconfig", str(kubeconfig), *args],
             input=stdin, capture_output=True, text=True, check=True, timeout=120,
         )  # fmt: skip
         return result.stdout
@@ -95,7 +96,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
         yield state
     finally:
         down = day_two.themelio("sandbox", "down", day_two.CLUSTER, *state.flags(), env=env)
-        survivors = sandbox_cluster.processes_in(root / "sandboxes")
+        survivors = processes_of(root / "sandboxes")
         for pid in survivors:
             os.kill(pid, signal.SIGKILL)
         if FIGURES:

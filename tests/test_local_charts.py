@@ -340,8 +340,9 @@ def test_charts_fetch_unpacks_a_local_chart_into_the_cache(
 def test_the_sandbox_deploys_through_the_fleets_mirror_and_ships_local_charts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from themelio_gpu.sandbox import chart_repository, deploy, inventory
+    from themelio_gpu.sandbox import deploy, inventory
     from themelio_gpu.sandbox.cluster import Sandbox
+    from themelio_gpu.sandbox.components import chart_repository
 
     crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: x.example.com}\n"
     archive = pack(

@@ -1,8 +1,10 @@
 """The sandbox on a real control plane: the built kube-apiserver, controller-manager, scheduler, etcd and kwok.
 
 Needs the tools of `make sandbox-tools` (skipped with the reason without them; in CI nothing skips). Each
-test's sandboxes live in its tmp_path, and each test checks that nothing of them is left: no process whose
-command line names the sandbox's folder, no folder.
+test's sandboxes live in its tmp_path, and each test checks that nothing of them is left: no folder, and no
+process whose environment names the test's sandboxes' folder (THEMELIO_SANDBOX_DIR, which every command and
+every process of its sandboxes inherit; a check of the tests only: the sandbox itself knows its processes by
+the identities its supervisor recorded).
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from typing import Any
 
 import pytest
 
-from tests.builders import cluster, fleet_of, plan_of, write_fleet
+from tests.builders import fleet_of, plan_of, write_fleet
+from tests.live_sandbox import (
+    CONTROL_PLANE_TOOLS,
+    DRA_CLUSTER,
+    charts,
+    control_plane_tools,
+    processes_of,
+    sandbox_command,
+    sandboxes_folder,
+)
 from tests.requirements import ROOT, unavailable
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
@@ -31,65 +42,15 @@ from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, SYSTEM_NODE
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 
-CONTROL_PLANE_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
-
 
 @pytest.fixture(scope="module")
 def tools() -> Toolbox:
-    try:
-        return toolbox(CONTROL_PLANE_TOOLS)
-    except MissingToolError as error:
-        unavailable(str(error))
-        raise
+    return control_plane_tools()
 
 
 @pytest.fixture
 def sandboxes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    root = tmp_path / "sandboxes"
-    monkeypatch.setenv("THEMELIO_SANDBOX_DIR", str(root))
-    yield root
-    survivors = _processes_naming(root)
-    for pid in survivors:  # never leave one behind, even when the test failed
-        os.kill(pid, signal.SIGKILL)
-    assert not survivors, f"processes outlived the sandbox: {survivors}"
-
-
-_processes_naming = sandbox_cluster.processes_in
-
-
-def _charts(tmp_path: Path) -> Path:
-    """A chart cache with the charts the fixture clusters pin (copied from ../shared's real charts)."""
-    from tests.requirements import shared_path
-
-    source = shared_path("reference", "charts")
-    cache = tmp_path / "charts"
-    if cache.is_dir():
-        return cache
-    cache.mkdir()
-    for chart in source.iterdir():
-        if (chart / "Chart.yaml").is_file():
-            (cache / chart.name).symlink_to(chart)
-    return cache
-
-
-DRA_CLUSTER = cluster(
-    name="live",
-    nodePools=[
-        {
-            "name": "whole",
-            "product": "a100-40gb",
-            "gpusPerNode": 2,
-            "provisioning": {"static": {"nodes": ["gpu-a"]}},
-        },
-        {
-            "name": "sliced",
-            "product": "a100-40gb",
-            "gpusPerNode": 1,
-            "mig": {"profile": "1g.5gb"},
-            "provisioning": {"provisioned": {}},
-        },
-    ],
-)
+    yield from sandboxes_folder(tmp_path, monkeypatch)
 
 
 def _plan(tmp_path: Path, definition: dict[str, Any]) -> ClusterPlan:
@@ -108,7 +69,7 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
     tools: Toolbox, sandboxes: Path, tmp_path: Path
 ) -> None:
     plan = _plan(tmp_path, DRA_CLUSTER)
-    sandbox = sandbox_cluster.up(plan, tools, _charts(tmp_path), say=lambda _: None)
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None)
     try:
         version = json.loads(
             subprocess.run(
@@ -144,10 +105,10 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
         _quantities_read_back_as_canonical_quantity_writes_them(tools, sandbox)
         _one_field_manager_for_labels_and_taints_erases_the_labels(tools, sandbox, plan)
     finally:
-        sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+        sandbox_cluster.down(plan.name, say=lambda _: None)
     assert not sandbox.folder.exists()
     assert not sandboxes.exists()  # the sandboxes' folder goes with its last sandbox
-    assert not _processes_naming(sandboxes)
+    assert not processes_of(sandboxes)
 
 
 def _apply(tools: Toolbox, sandbox: sandbox_cluster.Sandbox, manager: str, document: dict[str, Any]) -> None:
@@ -223,7 +184,7 @@ def test_an_old_kubernetes_without_the_gate_drops_extended_resource_name_as_vali
         import dataclasses
 
         variant = dataclasses.replace(plan, definition=definition)
-        sandbox = sandbox_cluster.up(variant, tools, _charts(tmp_path), say=lambda _: None)
+        sandbox = sandbox_cluster.up(variant, tools, charts(tmp_path), say=lambda _: None)
         try:
             subprocess.run(
                 [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "create",
@@ -232,7 +193,7 @@ def test_an_old_kubernetes_without_the_gate_drops_extended_resource_name_as_vali
             stored = _kubectl(tools, sandbox, "get", "deviceclass", "probe")
             kept[label] = stored["spec"].get("extendedResourceName")
         finally:
-            sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+            sandbox_cluster.down(plan.name, say=lambda _: None)
     assert kept == {"ungated": None, "gated": "nvidia.com/probe"}
 
 
@@ -242,23 +203,12 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _sandbox_command(
-    tmp_path: Path, sandboxes: Path, *args: str, definition: dict[str, Any] = DRA_CLUSTER
-) -> subprocess.Popen[str]:
-    catalog, stacks = write_fleet(tmp_path, [definition])
-    env = dict(os.environ, THEMELIO_SANDBOX_DIR=str(sandboxes), THEMELIO_CHART_CACHE=str(_charts(tmp_path)))
-    return subprocess.Popen(
-        [sys.executable, "-m", "themelio_gpu", "sandbox", *args, "--catalog", str(catalog), "--stacks-dir", str(stacks)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
 def test_a_port_in_use_is_one_message_and_nothing_starts(tools: Toolbox, sandboxes: Path, tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        process = _sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
+        process = sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
         _out, err = process.communicate(timeout=120)
     assert process.returncode == 2, err
     assert (
@@ -272,17 +222,18 @@ def test_a_signal_during_up_leaves_no_process_port_or_folder(
     tools: Toolbox, sandboxes: Path, tmp_path: Path, signum: signal.Signals
 ) -> None:
     port = _free_port()
-    process = _sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
+    process = sandbox_command(tmp_path, sandboxes, "up", "live", "--port", str(port))
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not _processes_naming(sandboxes / "live" / "kwok"):
+    pids = sandboxes / "live" / "kwok" / "clusters" / "themelio-live" / "pids"
+    while time.monotonic() < deadline and not list(pids.glob("*.pid")):
         time.sleep(0.1)  # the control plane's processes are starting
-    assert _processes_naming(sandboxes / "live" / "kwok"), "the control plane never started"
+    assert list(pids.glob("*.pid")), "the control plane never started"
     process.send_signal(signum)
     _out, err = process.communicate(timeout=120)
     assert process.returncode == 128 + signum, err
     assert err.strip().splitlines()[-1] == f"interrupted ({signal.Signals(signum).name})"
     assert not (sandboxes / "live").exists()
-    assert not _processes_naming(sandboxes)
+    assert not processes_of(sandboxes)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", port))  # the API server's port is free again
 
@@ -300,7 +251,7 @@ def test_apply_then_an_edit_plans_exit_2_and_applies_and_down_leaves_nothing_of_
     definition = DRA_CLUSTER
 
     def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
-        process = _sandbox_command(tmp_path, sandboxes, *args, definition=definition)
+        process = sandbox_command(tmp_path, sandboxes, *args, definitions=[definition])
         out, err = process.communicate(timeout=600)
         return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
@@ -328,10 +279,14 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
 ) -> None:
     """ADR-0023's promise on the real scheduler: `nvidia.com/<offering>: 1` gets a device of its product and
     MIG profile through DRA, on a pool that serves it, one the offline CEL evaluator agrees matches its class;
-    more devices than a node has stays Pending. The charts' DaemonSets run where verify's predicate says, and
-    the platform trial's claims get devices the offline trial predicts."""
-    from themelio_gpu.sandbox import daemonsets, deploy, probe
+    more devices than a node has stays Pending, for the scheduler's own reason. Quota admission answers each
+    path as the quota model says, the grant ending with a device. The charts' DaemonSets run where verify
+    predicts from the installed charts, and the platform trial's claims get devices the offline trial
+    predicts. `--json` is the JSON alone on stdout."""
+    from themelio_gpu.sandbox import admission, daemonsets, deploy, probe
     from themelio_gpu.sandbox import trial as sandbox_trial
+    from themelio_gpu.sandbox.outcomes import Kind
+    from themelio_gpu.verify.sandbox_prediction import predict
 
     try:
         toolbox((*CONTROL_PLANE_TOOLS, *providers.provider_tools()))
@@ -339,27 +294,53 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         unavailable(str(error))
     catalog, stacks = write_fleet(tmp_path, [DRA_CLUSTER])
     plan = plan_of(fleet_of(tmp_path, DRA_CLUSTER), "live")
-    sandbox = sandbox_cluster.up(plan, tools, _charts(tmp_path), say=lambda _: None)
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None)
     try:
         steps = deploy.execute("apply", "terraform", plan, sandbox, tools, catalog, stacks)
         assert [s.code for s in steps] == [0, 0, 0], steps[-1].output[-3000:]
         rows = probe.probe(plan, sandbox, tools)
-        daemons = daemonsets.compare(tools, sandbox)
+        quota = admission.quota_probe(plan, sandbox, tools)
+        daemons = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
         fleet = fleet_of(tmp_path, DRA_CLUSTER)
         offerings = [o for o in plan.offerings if o.name in ("nvidia.com/a100", "nvidia.com/a100-mig-1g.5gb")]
         report, trial = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, tools)
+        env = dict(os.environ, THEMELIO_SANDBOX_DIR=str(sandboxes), THEMELIO_CHART_CACHE=str(charts(tmp_path)))
+        command = [sys.executable, "-m", "themelio_gpu", "sandbox", "probe", "live", "--json", "--catalog",
+                   str(catalog), "--stacks-dir", str(stacks)]  # fmt: skip
+        as_json = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     finally:
         deploy.execute("destroy", "terraform", plan, sandbox, tools, catalog, stacks)
-        sandbox_cluster.down(plan.name, tools, say=lambda _: None)
+        sandbox_cluster.down(plan.name, say=lambda _: None)
     assert all(row.agrees for row in rows), probe.as_table(rows)
+    assert all(q.agrees for q in quota), admission.quota_table(quota)
     assert sum(row.cel_checked for row in rows) >= 2  # the whole GPU and the MIG slice, asked of the evaluator
-    assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons, [])
+    assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons)
     plugin = next(d for d in daemons if d.name.endswith("kubelet-plugin"))
-    assert "gpu-a" in plugin.real and not {SYSTEM_NODE, CONTROL_PLANE_NODE} & set(plugin.real)  # GPU nodes only
-    assert len(trial) == 2 and all(r.agrees and r.allocated for r in trial), sandbox_trial.as_text(report, trial)
-    placed = {(row.name, row.count): row for row in rows}
-    whole = placed[("nvidia.com/a100", 1)]
-    assert (whole.pool, whole.devices) == ("whole", ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"])
-    sliced = placed[("nvidia.com/a100-mig-1g.5gb", 1)]
-    assert sliced.pool == "sliced" and sliced.devices == ["NVIDIA A100-SXM4-40GB 1g.5gb 5Gi"]
-    assert placed[("nvidia.com/a100", 3)].pending  # two GPUs a node: three stay Pending
+    assert plugin.real and "gpu-a" in plugin.real and not {SYSTEM_NODE, CONTROL_PLANE_NODE} & set(plugin.elsewhere)
+    assert len(trial) == 2 and all(r.agrees and r.allocated and r.claims for r in trial), sandbox_trial.as_text(
+        report, trial
+    )
+    placed = {row.key: row for row in rows}
+    whole = placed["nvidia.com/a100"]
+    assert (whole.real and whole.real.pools, whole.devices) == (
+        ("whole",),
+        ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"],
+    )
+    sliced = placed["nvidia.com/a100-mig-1g.5gb"]
+    assert (
+        sliced.real and sliced.real.pools == ("sliced",) and sliced.devices == ["NVIDIA A100-SXM4-40GB 1g.5gb 5Gi"]
+    )
+    more = placed["nvidia.com/a100 x3"].real  # two GPUs a node: three stay Pending, as the scheduler says
+    assert more and more.kind is Kind.PLACEMENT_PENDING and "nodes are available" in more.reason
+    grant = next(q for q in quota if q.tried == "the grant (nvidia.com/a100)")
+    assert grant.devices == ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"]
+    one_more = next(q for q in quota if q.grant == "nvidia.com/a100" and q.tried.startswith("one more"))
+    assert (
+        one_more.real
+        and one_more.real.kind is Kind.REFUSED
+        and one_more.real.keys == ("requests.nvidia.com/a100",)
+    )
+    assert any(q.real and q.real.kind is Kind.QUOTA_PENDING for q in quota)  # the scheduler said quota, parsed
+    assert as_json.returncode == 0, as_json.stderr
+    report_json = json.loads(as_json.stdout)  # the JSON alone on stdout
+    assert len(report_json["placement"]) == len(rows) and as_json.stderr.startswith("sandbox probe: live:")

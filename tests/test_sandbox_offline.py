@@ -15,7 +15,6 @@ from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox import inventory
 from themelio_gpu.sandbox.errors import MissingToolError, SandboxError
 from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, PROVISIONED_NODES, SYSTEM_NODE, simulated_nodes
-from themelio_gpu.sandbox.probe import CelCheck, Row
 from themelio_gpu.sandbox.tools import TOOLS_FILE, load_tools, toolbox
 
 
@@ -193,63 +192,39 @@ def test_only_what_the_control_plane_alone_wrote_and_nothing_owns_is_its_own() -
     assert not inventory.made_by_control_plane(item())
 
 
-def test_a_device_the_scheduler_allocated_is_asked_of_the_offline_cel_evaluator() -> None:
-    slices = {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": "n-gpu.nvidia.com"},
-                "spec": {
-                    "driver": "gpu.nvidia.com",
-                    "nodeName": "n",
-                    "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}}],
-                },
-            }
-        ],
+def test_every_kind_discovery_lists_is_compared_serviceaccounts_and_controllerrevisions_included() -> None:
+    discovered = ["serviceaccounts", "controllerrevisions.apps", "events", "leases.coordination.k8s.io",
+                  "nodes", "clusterroles.rbac.authorization.k8s.io", "widgets.example.com"]  # fmt: skip
+    assert inventory.compared_kinds(discovered) == [
+        "serviceaccounts", "controllerrevisions.apps", "clusterroles.rbac.authorization.k8s.io", "widgets.example.com"
+    ]  # fmt: skip
+    assert all(reason for reason in inventory.NOT_COMPARED.values())
+
+    def item(kind: str, name: str, manager: str | None, owner: bool = False) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": name, "namespace": "gpu-operator"}
+        if manager:
+            metadata["managedFields"] = [{"manager": manager}]
+        if owner:
+            metadata["ownerReferences"] = [{"kind": "DaemonSet", "name": "nvidia-driver"}]
+        return {"kind": kind, "metadata": metadata}
+
+    the_gcs = item("ControllerRevision", "nvidia-driver-5d4f", "kube-controller-manager", owner=True)
+    items = [
+        item("ServiceAccount", "gpu-operator", "helm"),  # the chart's: the stack's to remove
+        item(
+            "ServiceAccount", "default", None
+        ),  # every namespace's (as the API server shows it: no managedFields)
+        the_gcs,  # the garbage collector's to remove with its DaemonSet
+        item("ConfigMap", "kube-root-ca.crt", "kube-controller-manager"),
+        item("ConfigMap", "gpu-operator", "kube-controller-manager"),  # only the control plane wrote it
+        item("ConfigMap", "default", "helm"),  # a chart's, whatever its name
+    ]
+    assert inventory.objects_of(items, control_plane_own=False) == {
+        "ServiceAccount/gpu-operator/gpu-operator": False,
+        "ControllerRevision/gpu-operator/nvidia-driver-5d4f": True,
+        "ConfigMap/gpu-operator/default": False,
     }
-    devices = {(d.driver, d.pool, d.name): d for d in parse_resourceslices(json.dumps(slices))}
-    pod = {"spec": {"nodeName": "n"}, "status": {"extendedResourceClaimStatus": {"resourceClaimName": "c"}}}
-    claim = {
-        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}},
-        "status": {"allocation": {"devices": {"results": [
-            {"request": "r", "driver": "gpu.nvidia.com", "pool": "n", "device": "gpu-0"}
-        ]}}},
-    }  # fmt: skip
-    agreeing, disagreeing = Row("nvidia.com/x", 1, "x", ["p"]), Row("nvidia.com/x", 1, "x", ["p"])
-    CelCheck(devices, {"x": ["device.attributes['gpu.nvidia.com'].type == 'gpu'"]}).check(
-        agreeing, pod, {"c": claim}
-    )
-    CelCheck(devices, {"x": ["device.attributes['gpu.nvidia.com'].type == 'mig'"]}).check(
-        disagreeing, pod, {"c": claim}
-    )
-    assert (agreeing.cel_checked, agreeing.problems) == (1, [])
-    assert (
-        disagreeing.cel_checked == 1 and "offline CEL evaluator says it does not match" in disagreeing.problems[0]
-    )
-
-
-def test_a_reserved_pool_is_probed_through_the_queue_that_grants_it_and_only_there() -> None:
-    from themelio_gpu.plan.fleet import load_fleet
-    from themelio_gpu.sandbox.probe import planned_rows
-
-    fleet_dir = Path(__file__).parent / "fixtures" / "fleets" / "consumers"
-    fleet = load_fleet(fleet_dir / "catalog" / "gpu-catalog.yaml", fleet_dir / "stacks")
-    rows = [row for row, _ in planned_rows(next(p for p in fleet.clusters if p.name == "reserved"))]
-    direct = {row.name: row.expected_pools for row in rows if not row.via and row.count == 1}
-    queued = {row.name: row.expected_pools for row in rows if row.via.startswith("queue")}
-    implicit = {row.name: row.expected_pools for row in rows if row.name.startswith("deviceclass.")}
-    assert direct["nvidia.com/h100"] == ["h100-open"]  # the offering's own pods stay off the reserved pools
-    assert queued == {
-        name: ["h100-train"] for name in ("nvidia.com/h100", "nvidia.com/gpu-48gb", "nvidia.com/gpu")
-    }
-    assert all("queue training" in row.via for row in rows if row.via.startswith("queue"))  # none to preemptible
-    # Each offering's class answers to its implicit name too, on the same pools (DRA only).
-    assert implicit["deviceclass.resource.kubernetes.io/gpu.nvidia.com"] == ["h100-open"]
-    assert len(implicit) == 3 and all(pools == ["h100-open"] for pools in implicit.values())
+    assert "ConfigMap/gpu-operator/gpu-operator" in inventory.objects_of(items)  # the baseline keeps it
 
 
 def test_daemonset_pods_count_as_placed_once_the_controller_has_caught_up_and_bound_them() -> None:
@@ -269,3 +244,28 @@ def test_daemonset_pods_count_as_placed_once_the_controller_has_caught_up_and_bo
     assert not settled([daemonset], [pod("a")])  # the controller has not made the second
     behind = {**daemonset, "status": {"observedGeneration": 1, "desiredNumberScheduled": 2}}
     assert not settled([behind], [pod("a"), pod("b")])  # the controller has not seen the spec yet
+
+
+def test_every_port_of_the_control_plane_is_one_the_kernel_hands_out_given_to_kwokctl(tmp_path: Path) -> None:
+    import socket
+
+    from themelio_gpu.sandbox import control_plane
+
+    ports = control_plane.free_ports(len(control_plane.PORTS))
+    assert len(set(ports)) == len(ports) and all(port > 0 for port in ports)
+    for port in ports:  # free for the component that binds it next
+        with socket.socket() as probe:
+            probe.bind(("0.0.0.0", port))
+    assert ports[0] not in control_plane.free_ports(50, besides=ports[0])  # never the port --port names
+    plan = _plan(tmp_path, _pools(WHOLE, kubernetesVersion="1.35", featureGates=ALL_GATED))
+    flags = sandbox_cluster.feature_gate_args(plan.definition)
+    config = json.loads(control_plane.configuration(flags, dict(zip(control_plane.PORTS, ports, strict=True))))
+    # The option of KwokctlConfiguration v1alpha1 (kwok 0.8.0) for the port of each component of the binary
+    # runtime: kube-apiserver, etcd (client and peer), kube-controller-manager, kube-scheduler, kwok-controller.
+    assert config["options"] == {
+        "kubeApiserverPort": ports[0], "etcdPort": ports[1], "etcdPeerPort": ports[2],
+        "kubeControllerManagerPort": ports[3], "kubeSchedulerPort": ports[4], "kwokControllerPort": ports[5],
+    }  # fmt: skip
+    assert config["componentsPatches"][0] == {"name": "kube-apiserver", "extraArgs": [
+        {"key": "emulated-version", "value": "1.35"}, {"key": "feature-gates", "value": "DRAExtendedResource=true"}
+    ]}  # fmt: skip

@@ -1,5 +1,6 @@
-"""`sandbox check --jobs N` and `--fleet`: clusters checked at once, each output whole, control planes started
-one at a time. No tool is needed: the children here are small Python programs standing in for `sandbox run`."""
+"""`sandbox check --jobs N` and `--fleet`: clusters checked at once, each output whole, each child's sandbox
+ended however the child ends. No tool is needed: the children here are small Python programs standing in for
+`sandbox run`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import argparse
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -47,7 +47,8 @@ def test_a_child_checks_one_cluster_with_the_checks_own_flags(tmp_path: Path) ->
         "--stacks-dir", str(tmp_path / "stacks"), "--with", "tofu", "--charts", "cache", "--probe",
     ]  # fmt: skip
     assert run.label == "gpu-a"
-    assert run.environment() == dict(os.environ)  # one fleet: the sandbox folder as for `sandbox run`
+    # One fleet: the sandbox folder as for `sandbox run`; the check's pid, so that the child ends with it.
+    assert run.environment() == dict(os.environ, THEMELIO_CHECK_PARENT=str(os.getpid()))
 
 
 def test_fleets_sharing_a_cluster_name_get_sandbox_folders_of_their_own(
@@ -133,24 +134,6 @@ except interrupts.Interrupted as stop:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.down", "a.up", "b.down", "b.up"]  # c never started
 
 
-def test_control_planes_start_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path))
-    inside = threading.Event()
-    second_in = threading.Event()
-
-    def second() -> None:
-        with cluster._one_create_at_a_time():
-            second_in.set()
-
-    with cluster._one_create_at_a_time():
-        inside.set()
-        thread = threading.Thread(target=second)
-        thread.start()
-        assert not second_in.wait(timeout=1)  # the lock is a file lock: a second process waits the same way
-    thread.join(timeout=30)
-    assert second_in.is_set()
-
-
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -169,3 +152,78 @@ def test_each_fleet_is_its_catalog_and_stacks_folder() -> None:
     assert [(p.catalog, p.stacks_dir) for p in fleets] == [
         (FLEETS / name / DEFAULT_CATALOG, FLEETS / name / DEFAULT_STACKS_DIR) for name in ("example", "own-names")
     ]
+
+
+def test_a_child_killed_before_its_teardown_has_its_sandbox_ended_by_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each child starts a process of its sandbox through the supervisor, then dies by SIGKILL (as a child the
+    # check kills after TEARDOWN_GRACE): the check ends that process and removes the folder.
+    root = tmp_path / "sandboxes"
+    monkeypatch.setenv(cluster.SANDBOX_DIR_ENV, str(root))
+    program = f"""
+import os, signal, sys
+from pathlib import Path
+from themelio_gpu.sandbox.supervisor import Supervisor
+folder = Path({str(root)!r}) / sys.argv[1]
+supervisor = Supervisor(folder)
+supervisor.claim()
+process = supervisor.start("server", ["sleep", "60"], log=folder / "server.log")
+print(process.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    _child(monkeypatch, program)
+    runs = [parallel.Run(name, tmp_path / "c.yaml", tmp_path / "stacks") for name in ("gpu-east", "gpu-east-2")]
+    results = parallel.run_all(runs, _args(), jobs=2)
+    assert [(label, code) for label, code, _ in results] == [("gpu-east", -9), ("gpu-east-2", -9)]
+    out = capsys.readouterr().out.splitlines()
+    servers = [int(out[out.index(line) + 1]) for line in out if line.startswith("----- sandbox run ")]
+    assert len(servers) == 2 and not any(Path(f"/proc/{pid}").exists() and _running(pid) for pid in servers)
+    assert (
+        "sandbox check: gpu-east: its sandbox was left behind: its processes are ended and its folder removed"
+        in out
+    )
+    assert not root.exists()
+
+
+def _running(pid: int) -> bool:
+    from themelio_gpu.sandbox.supervisor import stat
+
+    found = stat(pid)
+    return found is not None and found[0] not in "ZX"
+
+
+def test_a_kill_9_of_the_check_still_gives_every_child_its_teardown(tmp_path: Path) -> None:
+    # As test_an_interrupt_gives_every_child_its_teardown, but the check gets SIGKILL: it can end nothing,
+    # and the kernel gives each child SIGTERM (parallel.follow_parent).
+    script = f"""
+import argparse, sys
+from pathlib import Path
+from themelio_gpu.sandbox import parallel
+folder = Path({str(tmp_path)!r})
+child = '''
+import pathlib, signal, sys, time
+from themelio_gpu.sandbox import parallel
+folder = pathlib.Path({str(tmp_path)!r})
+def down(signum, frame):
+    (folder / (sys.argv[1] + ".down")).write_text("torn down")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, down)
+parallel.follow_parent()
+(folder / (sys.argv[1] + ".up")).write_text("up")
+time.sleep(120)
+'''
+parallel.Run.command = lambda self, args: [sys.executable, "-c", child, self.cluster]
+args = argparse.Namespace(runner="terraform", charts=None, probe=False)
+parallel.run_all([parallel.Run(n, folder, folder) for n in ("a", "b")], args, jobs=2)
+"""
+    check = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not ((tmp_path / "a.up").exists() and (tmp_path / "b.up").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check.kill()
+    check.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while not ((tmp_path / "a.down").exists() and (tmp_path / "b.down").exists()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.down", "a.up", "b.down", "b.up"]

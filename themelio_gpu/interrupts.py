@@ -74,11 +74,11 @@ def deferred() -> Iterator[None]:
     duration and then restores the caller's, re-raising a held signal through them.
     """
     global _held
-    if _held is not None:  # nested: the outer block holds and re-raises
-        yield
-        return
     main = threading.current_thread() is threading.main_thread()
-    previous = {signum: signal.getsignal(signum) for signum in SIGNALS} if main else {}
+    if _held is not None or not main:  # nested: the outer block holds and re-raises; a worker thread gets no
+        yield  # signal (Python runs handlers in the main thread), and must not hold the main thread's
+        return
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
     for signum in previous:
         signal.signal(signum, _raise)
     _held = []

@@ -4,7 +4,8 @@ on a real cluster, so that the new stack meets what it would meet there.
 - A new `kubernetesVersion` (or DRAExtendedResource setting): the platform team upgrades the control plane
   first, one minor at a time, keeping etcd's data. Here the same 1.36 binaries restart with the new
   `--emulated-version` (KEP-4330; none at 1.36) and feature gates: kwokctl stops the components, its saved
-  configuration (`kwok.yaml`) gets the new flags, and kwokctl starts them again on the same etcd data folder.
+  configuration (`kwok.yaml`) gets the new flags, and kwokctl starts them again on the same etcd data folder
+  (control_plane.restart: the sandbox's supervisor owns what it starts).
   A change of the binaries' minor (1.36 to 1.37) is not done in place: `down`, then `up` at the new version.
 - Nodes the new definition names that the cluster lacks (a node added to a static pool, a new pool's nodes)
   join before the stack labels them, as nodes do; they are registered as `up` registers nodes.
@@ -17,9 +18,9 @@ on a real cluster, so that the new stack meets what it would meet there.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -27,11 +28,11 @@ import yaml
 from themelio_gpu import interrupts
 from themelio_gpu.k8s.version import parse_kubernetes_version
 from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox import control_plane
 from themelio_gpu.sandbox.cluster import (
     BINARY_MINORS,
     CONTROL_PLANE,
     EMULATION_REACH,
-    KUBECTL,
     Sandbox,
     binary_minor,
     create_all,
@@ -44,14 +45,6 @@ from themelio_gpu.sandbox.tools import Toolbox
 
 OWN_FLAGS = ("--emulated-version=", "--feature-gates=DRAExtendedResource=")
 """The component flags the sandbox sets from the cluster file (cluster.feature_gate_args), and only those."""
-
-
-def _kwokctl(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> None:
-    env = dict(os.environ, KWOK_WORKDIR=str(sandbox.kwok_workdir))
-    env["PATH"] = f"{toolbox.binary(*KUBECTL).parent}{os.pathsep}{env.get('PATH', '')}"
-    result = interrupts.run([str(toolbox.binary("kwok", "kwokctl")), *args, "--name", sandbox.kwok_name], env=env)
-    if result.returncode != 0:
-        raise SandboxError(f"kwokctl {' '.join(args)}: {(result.stderr or result.stdout).strip()[-2000:]}")
 
 
 def _with_flags(configuration: list[Any], flags: dict[str, list[str]]) -> list[Any]:
@@ -101,16 +94,17 @@ def upgrade_control_plane(
             "minor at a time (the API server's version skew policy); upgrade through each minor between"
         )
     flags = feature_gate_args(plan.definition)
-    saved = sandbox.kwok_workdir / "clusters" / sandbox.kwok_name / "kwok.yaml"
-    configuration = _with_flags(list(yaml.safe_load_all(saved.read_text())), flags)
+
+    def edit(saved: Path) -> None:
+        configuration = _with_flags(list(yaml.safe_load_all(saved.read_text())), flags)
+        saved.write_text(yaml.safe_dump_all(configuration, sort_keys=False))
+
     say(
         f"sandbox: {plan.name}: {control_plane_change(plan, sandbox)}: the control plane restarts, etcd's data kept"
     )
     started = time.monotonic()
     with interrupts.deferred():  # stopped and started whole: a half-restarted control plane helps no one
-        _kwokctl(toolbox, sandbox, "stop", "cluster")
-        saved.write_text(yaml.safe_dump_all(configuration, sort_keys=False))
-        _kwokctl(toolbox, sandbox, "start", "cluster")
+        control_plane.restart(toolbox, sandbox, edit)
         _wait_ready(toolbox, sandbox)
         state.update(kubernetesVersion=plan.definition.kubernetes_version, componentFlags=flags)
         sandbox.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")

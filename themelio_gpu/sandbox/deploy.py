@@ -2,8 +2,8 @@
 
 The stack is the one `main.py` synthesizes, with the sandbox's chart repository on loopback as the fleet's
 mirror ($THEMELIO_CHART_MIRROR, as a catalog's `charts.mirror`: every release that installs from the mirror
-installs from it, a chart from a local chart folder ships with the stack; chart_repository.py); Terraform's own
-mechanisms point it at the sandbox:
+installs from it, a chart from a local chart folder ships with the stack; components/chart_repository.py);
+Terraform's own mechanisms point it at the sandbox:
 - `HOME` is the sandbox's home, whose kubeconfig (at the path the cluster file names, `~/.kube/config` or
   another) has the cluster file's context pointing at the sandbox's API server;
 - `sandbox_override.tf.json` (a Terraform override file) sets a local backend in the sandbox's folder (and,
@@ -30,8 +30,9 @@ import yaml
 
 from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.sandbox import chart_repository, providers
+from themelio_gpu.sandbox import providers
 from themelio_gpu.sandbox.cluster import Sandbox
+from themelio_gpu.sandbox.components import chart_repository
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox, registry_providers
 from themelio_gpu.settings import CHART_MIRROR_ENV

@@ -1,8 +1,9 @@
 """What the stack leaves in the API: every object and node contract before apply, compared after destroy.
 
-`up` records the baseline (every listable object, each node's labels and taints); after `destroy`, anything
-new, and any node whose labels or taints differ, is left behind by the stack, its providers or its charts.
-Kinds the control plane makes and removes by itself (events, leases, endpoints, ...) are not compared.
+`up` records the baseline (every object of every kind the API server's discovery lists, namespaced and
+cluster-scoped, ServiceAccounts and ControllerRevisions included; each node's labels and taints); after
+`destroy`, anything new, and any node whose labels or taints differ, is left behind by the stack, its providers
+or its charts. NOT_COMPARED names the few kinds that hold no object anyone applies, each with the reason.
 """
 
 from __future__ import annotations
@@ -21,20 +22,27 @@ from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
 
-# Kinds the control plane makes and removes by itself: never an object the stack left behind.
-_SELF_MANAGED = {
-    "events", "events.events.k8s.io", "leases.coordination.k8s.io", "endpoints", "endpointslices.discovery.k8s.io",
-    "componentstatuses", "serviceaccounts", "configmaps/kube-root-ca.crt", "controllerrevisions.apps",
-    "resourceslices.resource.k8s.io", "nodes", "flowschemas.flowcontrol.apiserver.k8s.io",
-    "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io",
-}  # fmt: skip
+NOT_COMPARED = {
+    "events": "records of what happened, which expire by themselves",
+    "events.events.k8s.io": "the same events",
+    "leases.coordination.k8s.io": "heartbeats of running programs (node leases, leader election)",
+    "componentstatuses": "not stored: the API server's view of its components",
+    "nodes": "compared apart: their labels and taints (node_contract)",
+    "resourceslices.resource.k8s.io": "the devices the nodes publish (the sandbox's or the DRA driver's)",
+}
+"""Kinds of the API server's discovery that are not compared, and why: every other kind is."""
 
-
-CONTROL_PLANE_MANAGERS = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler"})
+CONTROL_PLANE_MANAGERS = frozenset(
+    {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "api-priority-and-fairness-config-producer-v1"}
+)
 """Field managers of the control plane itself. An object only they ever wrote, and that no other object owns,
 is the control plane's own (the kube-apiserver-serving ClusterTrustBundle the controller manager publishes a
-moment after start, sometimes after the baseline): never the stack's. Objects the garbage collector should
-have removed with a stack's object keep their ownerReferences, so they are still compared."""
+moment after start, sometimes after the baseline; the API server's flow-control objects): never the stack's.
+Objects the garbage collector should have removed with a stack's object keep their ownerReferences, so they are
+still compared."""
+IN_EVERY_NAMESPACE = frozenset({("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")})
+"""What the controller manager puts in every namespace (the default ServiceAccount with no managedFields at
+all): it goes with its namespace, and stays in those Helm keeps."""
 
 
 def made_by_control_plane(item: dict[str, Any]) -> bool:
@@ -43,26 +51,42 @@ def made_by_control_plane(item: dict[str, Any]) -> bool:
     return bool(managers) and managers <= CONTROL_PLANE_MANAGERS and not metadata.get("ownerReferences")
 
 
-def api_objects(sandbox: Sandbox, toolbox: Toolbox, *, control_plane_own: bool = True) -> set[str]:
-    """Every object the API lists (kind/namespace/name), less the kinds the control plane manages itself and,
-    unless `control_plane_own`, less the objects only the control plane ever wrote."""
+def compared_kinds(discovered: list[str]) -> list[str]:
+    """The kinds (`kubectl api-resources -o name`) whose objects are compared: all but NOT_COMPARED."""
+    return [kind for kind in discovered if kind not in NOT_COMPARED]
+
+
+def objects_of(items: list[dict[str, Any]], *, control_plane_own: bool = True) -> dict[str, bool]:
+    """{kind/namespace/name: whether another object owns it (the garbage collector removes it with its owner)}
+    of the listed items, less what is IN_EVERY_NAMESPACE and, unless `control_plane_own`, less what only the
+    control plane ever wrote."""
+    objects = {}
+    for item in items:
+        metadata = item.get("metadata", {})
+        if (item.get("kind"), metadata.get("name")) in IN_EVERY_NAMESPACE or (
+            not control_plane_own and made_by_control_plane(item)
+        ):
+            continue
+        name = f"{item.get('kind')}/{metadata.get('namespace') or ''}/{metadata.get('name')}"
+        objects[name] = bool(metadata.get("ownerReferences"))
+    return objects
+
+
+def api_objects(sandbox: Sandbox, toolbox: Toolbox, *, control_plane_own: bool = True) -> dict[str, bool]:
+    """Every object of the compared kinds the API lists (objects_of)."""
     kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
     kinds = interrupts.run([*kubectl, "api-resources", "--verbs=list", "-o", "name"])
     if kinds.returncode != 0:
         raise SandboxError(f"kubectl api-resources: {kinds.stderr.strip()}")
-    names = [k for k in kinds.stdout.split() if k not in _SELF_MANAGED]
     listed = interrupts.run(
-        [*kubectl, "get", ",".join(names), "-A", "--ignore-not-found", "-o", "json", "--show-managed-fields"]
-    )
+        [*kubectl, "get", ",".join(compared_kinds(kinds.stdout.split())), "-A", "--ignore-not-found", "-o", "json",
+         "--show-managed-fields"]
+    )  # fmt: skip
     if listed.returncode != 0:
         raise SandboxError(f"kubectl get: {listed.stderr.strip()}")
-    objects = set()
-    for item in json.loads(listed.stdout or '{"items": []}').get("items", []):
-        metadata = item.get("metadata", {})
-        if metadata.get("name") == "kube-root-ca.crt" or (not control_plane_own and made_by_control_plane(item)):
-            continue
-        objects.add(f"{item.get('kind')}/{metadata.get('namespace') or ''}/{metadata.get('name')}")
-    return objects
+    return objects_of(
+        json.loads(listed.stdout or '{"items": []}').get("items", []), control_plane_own=control_plane_own
+    )
 
 
 CONTROL_PLANE_NODE_KEYS = ("beta.kubernetes.io/", "node.kubernetes.io/")
@@ -148,15 +172,18 @@ def _kept_by_policy(sandbox: Sandbox, toolbox: Toolbox, entry: str) -> bool:
 def leftovers(
     sandbox: Sandbox, toolbox: Toolbox, kept: set[str], wait: float = 60.0
 ) -> tuple[list[str], list[str]]:
-    """What is in the API after destroy that was not there before apply (namespaces are given `wait` seconds to
-    finish terminating), and node labels or taints that differ from before apply; apart, what of it `kept`
-    names (what Helm keeps by design)."""
+    """What is in the API after destroy that was not there before apply, and node labels or taints that differ
+    from before apply; apart, what of it `kept` names (what Helm keeps by design). Namespaces and the objects
+    another owns (a DaemonSet's ControllerRevisions, a Service's EndpointSlices) are given `wait` seconds to be
+    removed by the namespace and garbage collectors."""
     baseline = json.loads((sandbox.folder / "baseline.json").read_text())
     before = set(baseline["objects"])
     deadline = time.monotonic() + wait
     while True:
-        extra = sorted(api_objects(sandbox, toolbox, control_plane_own=False) - before)
-        if not any(e.startswith("Namespace/") and e not in kept for e in extra) or time.monotonic() > deadline:
+        now = api_objects(sandbox, toolbox, control_plane_own=False)
+        extra = sorted(set(now) - before)
+        pending = [e for e in extra if e not in kept and (e.startswith("Namespace/") or now[e])]
+        if not pending or time.monotonic() > deadline:
             break
         time.sleep(1)
     kept = kept | {e for e in extra if e not in kept and _kept_by_policy(sandbox, toolbox, e)}

@@ -36,7 +36,6 @@ from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.plan.selection import select_cluster
 from themelio_gpu.sandbox import (
-    chart_repository,
     cluster_changes,
     deploy,
     helm_hooks,
@@ -46,7 +45,9 @@ from themelio_gpu.sandbox import (
     workloads,
 )
 from themelio_gpu.sandbox.cluster import Sandbox
+from themelio_gpu.sandbox.components import chart_repository
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
+from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox
 from themelio_gpu.sandbox.workloads import UNDISTURBED, NewPod, Workload
 from themelio_gpu.settings import CHART_MIRROR_ENV, chart_cache, input_paths
@@ -165,8 +166,10 @@ class Upgrade:
             if not sandbox.exists():
                 self.start(base, tools, args)
                 report.seconds["up"] = round(time.monotonic() - started, 1)
-            self._apply_base(base, commit, tree, sandbox, tools, report)
-        return self._upgrade(commit, base, head, sandbox, tools, report)
+            with Supervisor(sandbox.folder).command():  # `down` ends this command and what it started
+                self._apply_base(base, commit, tree, sandbox, tools, report)
+        with Supervisor(sandbox.folder).command():
+            return self._upgrade(commit, base, head, sandbox, tools, report)
 
     def _base_plan(self, commit: revision.Revision, tree: Path) -> ClusterPlan:
         where = f"--from {commit.ref}"

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from themelio_gpu.sandbox import (
     admission,
     build,
     cluster,
+    components,
     coverage,
     daemonsets,
     deploy,
@@ -35,8 +37,10 @@ from themelio_gpu.sandbox import (
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
+from themelio_gpu.sandbox.outcomes import Kind
+from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
-from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR, InputPaths, chart_cache, input_paths
+from themelio_gpu.settings import InputPaths, chart_cache, fleet_folders, input_paths
 from themelio_gpu.words import count
 
 EXIT_OK, EXIT_FAILED = exits.OK, exits.FAILED
@@ -46,9 +50,10 @@ UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm", "karpenter-crds")
 
 
 def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
-    """The tools these clusters' sandboxes need: the control plane at each one's version; to deploy, HashiCorp's
-    providers the stacks pin (and OpenTofu with --with tofu)."""
+    """The tools these clusters' sandboxes need: the control plane at each one's version, their components';
+    to deploy, HashiCorp's providers the stacks pin (and OpenTofu with --with tofu)."""
     needed = {*UP_TOOLS, *(cluster.kubernetes_tool(p.definition) for p in plans)}
+    needed |= {tool for plan in plans for tool in components.tools(plan)}
     if runner is not None:
         needed |= providers.provider_tools()
         if runner == "tofu":
@@ -85,9 +90,10 @@ def _start(plan: ClusterPlan, tools: Toolbox, args: argparse.Namespace) -> None:
         _say(f"sandbox: {plan.name}: {substitutes}")
     sandbox = cluster.up(plan, tools, chart_cache(args.charts), port=args.port, keep=args.keep, say=_say)
     try:
-        inventory.record_baseline(sandbox, tools)
+        with _working_on(sandbox):
+            inventory.record_baseline(sandbox, tools)
     except BaseException:
-        cluster.down(plan.name, tools, say=_say)
+        cluster.down(plan.name, say=_say)
         raise
 
 
@@ -96,6 +102,11 @@ def _sandbox_of(name: str) -> cluster.Sandbox:
     if not sandbox.exists():
         raise SandboxUsageError(f"no sandbox of {name} is up ({sandbox.folder}): `sandbox up {name}` first")
     return sandbox
+
+
+def _working_on(sandbox: cluster.Sandbox) -> AbstractContextManager[None]:
+    """This command works on the sandbox: `down` ends it and whatever it started (supervisor.py)."""
+    return Supervisor(sandbox.folder).command()
 
 
 def _show(steps: Sequence[deploy.Step]) -> None:
@@ -111,7 +122,8 @@ def _apply(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], args.runner)
     sandbox = _sandbox_of(plan.name)
-    steps = deploy.execute("apply", args.runner, plan, sandbox, tools, *_inputs(args))
+    with _working_on(sandbox):
+        steps = deploy.execute("apply", args.runner, plan, sandbox, tools, *_inputs(args))
     _show(steps)
     if any(s.code != 0 for s in steps[:-1]) or steps[-1].name != "plan":
         for line in read_back.recovery(tools, sandbox, plan.name):  # a Helm release an interrupt left pending
@@ -132,7 +144,8 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, Path]:
 def _plan(args: argparse.Namespace) -> int:
     plan = _plan_of(args)
     sandbox = _sandbox_of(plan.name)
-    steps = deploy.execute("plan", args.runner, plan, sandbox, _needed([plan], args.runner), *_inputs(args))
+    with _working_on(sandbox):
+        steps = deploy.execute("plan", args.runner, plan, sandbox, _needed([plan], args.runner), *_inputs(args))
     _show(steps)
     last = steps[-1]
     if last.code == 2:
@@ -146,31 +159,43 @@ def _kubeconfig(args: argparse.Namespace) -> int:
 
 
 def _down(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
+    """Destroy the stack if it was applied, list what it left; then, whatever happened meanwhile (a failure,
+    Ctrl-C), end every process of the sandbox and remove it."""
     sandbox = cluster.Sandbox(args.cluster)
-    tools = tools or toolbox(UP_TOOLS)
+    if not sandbox.folder.exists():
+        cluster.down(args.cluster, say=_say)  # says there is none
+        return EXIT_OK
     code = EXIT_OK
-    if sandbox.exists() and deploy.has_state(sandbox):
-        plan = plan or _plan_of(args)
-        tools = _needed([plan], args.runner)
-        steps = deploy.execute("destroy", args.runner, plan, sandbox, tools, *_inputs(args))
-        _show(steps)
-        left, kept = inventory.leftovers(sandbox, tools, inventory.kept_by_helm(plan, chart_cache(args.charts)))
-        if kept:
-            _say(f"sandbox: {len(kept)} object(s) Helm keeps after uninstall by design (its charts' CRDs, the "
-                 f"namespaces it created, objects marked helm.sh/resource-policy: keep; docs/sandbox.md): "
-                 f"{', '.join(kept)}")  # fmt: skip
-        _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
-        for line in left:
-            _say(f"  {line}")
-        if any(s.code != 0 for s in steps) or left:
-            code = EXIT_FAILED
-    cluster.down(args.cluster, tools, say=_say)
+    with _working_on(sandbox):  # recorded until it is done: another `down` meanwhile ends it first
+        try:
+            if sandbox.exists() and deploy.has_state(sandbox):
+                Supervisor(sandbox.folder).end_commands()  # a killed `apply`'s Terraform must not hold the state
+                code = _destroy(args, sandbox, plan)
+        finally:
+            cluster.down(args.cluster, say=_say)
     return code
+
+
+def _destroy(args: argparse.Namespace, sandbox: cluster.Sandbox, plan: ClusterPlan | None) -> int:
+    plan = plan or _plan_of(args)
+    tools = _needed([plan], args.runner)
+    steps = deploy.execute("destroy", args.runner, plan, sandbox, tools, *_inputs(args))
+    _show(steps)
+    left, kept = inventory.leftovers(sandbox, tools, inventory.kept_by_helm(plan, chart_cache(args.charts)))
+    if kept:
+        _say(f"sandbox: {len(kept)} object(s) Helm keeps after uninstall by design (its charts' CRDs, the "
+             f"namespaces it created, objects marked helm.sh/resource-policy: keep; docs/sandbox.md): "
+             f"{', '.join(kept)}")  # fmt: skip
+    _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
+    for line in left:
+        _say(f"  {line}")
+    return EXIT_FAILED if any(s.code != 0 for s in steps) or left else EXIT_OK
 
 
 def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     """Everything CI asks of a stack, with figures; the sandbox is removed at the end (or on failure,
     unless --keep)."""
+    parallel.follow_parent()
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], args.runner)
     figures: dict[str, Any] = {"cluster": plan.name, "runner": args.runner}
@@ -213,13 +238,7 @@ def _fleets(args: argparse.Namespace) -> list[InputPaths]:
         raise SandboxUsageError("--fleet names each fleet's folder: leave out --catalog and --stacks-dir")
     if args.clusters and len(args.fleets) > 1:
         raise SandboxUsageError("clusters by name with one --fleet only: a name may be in several fleets")
-    fleets = [InputPaths(Path(f) / DEFAULT_CATALOG, Path(f) / DEFAULT_STACKS_DIR) for f in args.fleets]
-    wrong = []
-    for folder, paths in zip(args.fleets, fleets, strict=True):
-        missing = [] if paths.catalog.is_file() else [str(DEFAULT_CATALOG)]
-        missing += [] if paths.stacks_dir.is_dir() else [f"{DEFAULT_STACKS_DIR}/"]
-        if missing:
-            wrong.append(f"{folder} has no {' and no '.join(missing)}")
+    fleets, wrong = fleet_folders(args.fleets)
     if wrong:
         raise SandboxUsageError(f"--fleet: {'; '.join(wrong)} (a fleet's folder holds both)")
     return fleets
@@ -273,34 +292,52 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], None)
     sandbox = _sandbox_of(plan.name)
-    rows = probe.probe(plan, sandbox, tools)
-    quota = admission.quota_probe(plan, sandbox, tools)
-    placed = daemonsets.compare(tools, sandbox)
-    operator = daemonsets.operator_resources(tools, sandbox)
+    predict: daemonsets.Predictor = args.daemonset_model
+    with _working_on(sandbox):
+        rows = probe.probe(plan, sandbox, tools)
+        quota = admission.quota_probe(plan, sandbox, tools)
+        placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
     if args.json:
         report = {
-            "placement": json.loads(probe.as_json(rows)),
-            "quota": [{**dataclasses.asdict(q), "agrees": q.agrees} for q in quota],
+            "placement": probe.as_dicts(rows),
+            "quota": admission.as_dicts(quota),
             "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
-            "modelOnly": [{"operandsOf": r, "why": daemonsets.MODEL_ONLY} for r in operator],
         }
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2), flush=True)
     else:
         print(probe.as_table(rows))
         print(admission.quota_table(quota))
-        print(daemonsets.as_table(placed, operator))
-    agreeing = sum(r.agrees for r in rows)
-    closed = sum(q.agrees for q in quota)
-    where = sum(d.agrees for d in placed)
-    _say(
-        f"sandbox probe: {plan.name}: {len(rows)} pods, {agreeing} where the model says, {len(rows) - agreeing} not; "
-        f"quota: {len(quota)} attempts, {closed} as the quota model says, {len(quota) - closed} not; "
-        f"DaemonSets: {len(placed)}, {where} on the nodes verify's placement says, {len(placed) - where} not; "
-        f"{sum(r.cel_checked for r in rows)} allocated devices asked of the offline CEL evaluator"
-        + (f"; {len(operator)} operator resource(s) whose operands are verify's model only" if operator else "")
-    )
-    ok = agreeing == len(rows) and closed == len(quota) and where == len(placed)
-    return EXIT_OK if ok else EXIT_FAILED
+        print(daemonsets.as_table(placed), flush=True)
+    # The summary goes with the tables; beside JSON it goes to stderr, so that stdout is the JSON alone.
+    print(probe_summary(plan.name, rows, quota, placed), file=sys.stderr if args.json else sys.stdout, flush=True)
+    failed = [r for r in rows if not r.agrees] + [q for q in quota if not q.agrees]
+    return EXIT_FAILED if failed or not all(d.agrees for d in placed) else EXIT_OK
+
+
+def probe_summary(
+    cluster_name: str,
+    rows: Sequence[probe.Row],
+    quota: Sequence[admission.QuotaRow],
+    placed: Sequence[daemonsets.DaemonSetRow],
+) -> str:
+    """One line: each part's rows, how many agree with the model, and the figures the probe is judged by."""
+    compared = [r for r in rows if not r.uncompared]
+    shown = [q for q in quota if not q.uncompared]
+    pending = [o for o in [*(r.real for r in compared), *(q.real for q in shown)] if o is not None and o.pending]
+    unparsed = [o for o in pending if o.kind in (Kind.UNPARSED, Kind.TIMEOUT)]
+    real = [d for d in placed if d.compared]
+    parts = [
+        f"sandbox probe: {cluster_name}: placement: {len(compared)} pods, {sum(r.agrees for r in compared)} as "
+        f"the model says"
+        + (f" ({len(rows) - len(compared)} more shown, not compared)" if len(compared) < len(rows) else ""),
+        f"quota: {len(shown)} attempts, {sum(q.agrees for q in shown)} as the quota model says"
+        + (f" ({len(quota) - len(shown)} more shown, not compared)" if len(shown) < len(quota) else ""),
+        f"{len(pending)} Pending, {len(pending) - len(unparsed)} for a reason parsed from the cluster's words",
+        f"DaemonSets: {len(real)}, {sum(d.agrees for d in real)} on the GPU nodes verify predicts"
+        + (f" ({len(placed) - len(real)} verify's prediction only)" if len(real) < len(placed) else ""),
+        f"{sum(r.cel_checked for r in rows)} allocated devices asked of the offline CEL evaluator",
+    ]
+    return "; ".join(parts)
 
 
 def trial(args: argparse.Namespace) -> int:
@@ -312,7 +349,8 @@ def trial(args: argparse.Namespace) -> int:
     plan = select_cluster(fleet, args.sandbox)
     offerings = resolve_offerings(fleet.catalog, args.offerings)
     sandbox = _sandbox_of(plan.name)
-    report, rows = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, _needed([plan], None))
+    with _working_on(sandbox):
+        report, rows = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, _needed([plan], None))
     print(sandbox_trial.as_json(report, rows) if args.json else sandbox_trial.as_text(report, rows))
     agreeing = sum(r.agrees for r in rows)
     _say(

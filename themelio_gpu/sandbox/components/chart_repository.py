@@ -3,7 +3,8 @@
 GPU clusters often cannot reach NVIDIA's repositories; neither can the sandbox. `helm package` turns each
 cached chart folder into its archive, `helm repo index` writes the index, and a small HTTP server on
 127.0.0.1 (a port the kernel picks) serves the folder, as a chart museum on the cluster's network would.
-The server runs in its own session until `down` stops it by the pid recorded in the sandbox's state.
+It is the sandbox's first component (components/base.py): every cluster's sandbox runs it, its server is a
+process of the sandbox's supervisor, and `down` stops it.
 
 The stack is pointed at it the way a fleet is pointed at its mirror: the sandbox synthesizes it with the
 server's address as the fleet's mirror ($THEMELIO_CHART_MIRROR, docs/charts.md), so the stack's own chart
@@ -16,17 +17,20 @@ from __future__ import annotations
 
 import functools
 import http.server
-import os
 import signal
-import subprocess
 import sys
 import time
-from contextlib import suppress
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan, HelmReleaseSpec
+from themelio_gpu.sandbox.components.base import Component, Context
 from themelio_gpu.sandbox.errors import SandboxError
+
+STARTUP = 20.0
+"""Seconds the server has to listen and answer."""
 
 
 def _own_sources(plan: ClusterPlan) -> list[tuple[HelmReleaseSpec, str, str | None]]:
@@ -70,45 +74,55 @@ def package_charts(plan: ClusterPlan, cache: Path, helm: Path, folder: Path) -> 
     return packaged
 
 
-def start_server(folder: Path, log: Path) -> tuple[int, int]:
-    """Start the server in its own session; returns (pid, port) once it listens."""
-    port_file = folder.parent / "chart-repository.port"
-    port_file.unlink(missing_ok=True)
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "themelio_gpu.sandbox.chart_repository", str(folder), str(port_file)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            cwd=Path(__file__).resolve().parents[2],
-        )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if port_file.is_file() and port_file.read_text().strip():
-            return process.pid, int(port_file.read_text())
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    stop_server(process.pid)
-    raise SandboxError(f"the chart repository server did not start: {log.read_text()[-2000:]}")
+class ChartRepository(Component):
+    """The chart repository as a component: its state is `chartRepository` (the address deploy.py gives the
+    stack as the fleet's mirror) and `charts` (what it serves)."""
 
+    name = "chart-repository"
+    tools = ("helm",)
 
-def stop_server(pid: int) -> None:
-    """End the server (its whole session), if that pid is still our server."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return
-    if b"themelio_gpu.sandbox.chart_repository" not in cmdline:
-        return
-    with suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
-    for _ in range(100):
-        if not Path(f"/proc/{pid}").exists():
-            return
-        with suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.05)
-    with suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    def wanted(self, plan: ClusterPlan) -> bool:
+        return True
+
+    def start(self, context: Context) -> dict[str, Any]:
+        folder = context.sandbox.folder / "charts"
+        packaged = package_charts(context.plan, context.charts, context.toolbox.binary("helm"), folder)
+        port_file = context.sandbox.folder / "chart-repository.port"
+        port_file.unlink(missing_ok=True)
+        log = context.log(self.name)
+        command = [
+            sys.executable,
+            "-m",
+            "themelio_gpu.sandbox.components.chart_repository",
+            str(folder),
+            str(port_file),
+        ]
+        server = context.supervisor.start(self.name, command, log=log, cwd=Path(__file__).resolve().parents[3])
+        deadline = time.monotonic() + STARTUP
+        while time.monotonic() < deadline:
+            if port_file.is_file() and port_file.read_text().strip():
+                return {"chartRepository": f"http://127.0.0.1:{int(port_file.read_text())}", "charts": packaged}
+            if not context.supervisor.running(server):
+                break
+            time.sleep(0.05)
+        raise SandboxError(f"the chart repository server did not start ({log}): {log.read_text()[-2000:]}")
+
+    def ready(self, context: Context, state: dict[str, Any]) -> None:
+        url = f"{state['chartRepository']}/index.yaml"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
+        deadline = time.monotonic() + STARTUP
+        while True:
+            try:
+                with direct.open(url, timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError as error:
+                if time.monotonic() > deadline:
+                    raise SandboxError(f"the chart repository does not answer at {url}: {error}") from error
+            time.sleep(0.1)
+        context.say(
+            f"sandbox: charts {', '.join(state['charts']) or '(none)'} served at {state['chartRepository']}"
+        )
 
 
 def _serve(folder: str, port_file: str) -> None:

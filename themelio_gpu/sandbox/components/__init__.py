@@ -1,0 +1,48 @@
+"""The components of the sandbox: programs run beside the control plane, each one module (base.py says what one
+is), started by `up` for the clusters that need them and stopped by `down`, in the order of COMPONENTS.
+
+- `COMPONENTS`: the ordered registry; `wanted(plan)`: the ones a cluster runs; `tools(plan)`: their tools.
+- `start(context)`: starts each wanted component in order, then waits until each is ready; returns the state
+  they keep (merged into `sandbox.json`). A failure raises; the caller's teardown stops what started.
+- `stop(supervisor)`: stops every component, wanted or not, in reverse order (`down` knows no plan).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox.components.base import Component, Context
+from themelio_gpu.sandbox.components.chart_repository import ChartRepository
+from themelio_gpu.sandbox.supervisor import Supervisor
+
+__all__ = ["COMPONENTS", "Component", "Context", "start", "stop", "tools", "wanted"]
+
+COMPONENTS: tuple[Component, ...] = (ChartRepository(),)
+"""Every component, in the order they start."""
+
+
+def wanted(plan: ClusterPlan) -> list[Component]:
+    return [component for component in COMPONENTS if component.wanted(plan)]
+
+
+def tools(plan: ClusterPlan) -> set[str]:
+    """The tools.toml names the cluster's components need."""
+    return {tool for component in wanted(plan) for tool in component.tools}
+
+
+def start(context: Context) -> dict[str, Any]:
+    """Start the cluster's components in order, then wait for each to be ready; returns their state."""
+    state: dict[str, dict[str, Any]] = {}
+    running = wanted(context.plan)
+    for component in running:
+        state[component.name] = component.start(context)
+    for component in running:
+        component.ready(context, state[component.name])
+    return {key: value for entries in state.values() for key, value in entries.items()}
+
+
+def stop(supervisor: Supervisor) -> None:
+    """Stop every component, last started first."""
+    for component in reversed(COMPONENTS):
+        component.stop(supervisor)
