@@ -107,6 +107,16 @@ def test_a_wrong_prediction_is_a_disagreement(edit: Any, problem: str) -> None:
     assert any(problem in p for r in rows for p in r.problems), [r.problems for r in rows]
 
 
+def test_a_class_that_loses_its_extended_resource_name_is_a_disagreement() -> None:
+    """A Kubernetes upgrade that turned DRAExtendedResource off would leave the classes without their names."""
+    report = {"ok": True, "classes_before": {"a.example": "example.com/a"}, "classes_after": {"a.example": ""}}
+    assert day_two.disagreements(report, day_two.Expected({})) == [
+        "DeviceClass a.example: extendedResourceName 'example.com/a' before, '' after"
+    ]
+    report["classes_after"] = report["classes_before"]
+    assert day_two.disagreements(report, day_two.Expected({})) == []
+
+
 BOUND = workloads.Seen("p", "uid-1", "node-a", "Running", "", "cls", ("node-a/gpu-0",), "claim-1")
 
 
