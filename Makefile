@@ -127,7 +127,7 @@ sandbox-check: charts
 	$(VENV)/python -m themelio_gpu sandbox check --every --jobs $(SANDBOX_JOBS) $(ARGS)
 
 # The same on every fixture fleet: in each, the fewest clusters that cover its pool kinds, DRA modes, chart
-# versions and Kubernetes minors (the command prints which and why), every fleet in one check.
+# versions, Kubernetes minors and served names (the command prints which and why), every fleet in one check.
 sandbox-check-fixtures: charts-all
 	$(VENV)/python -m themelio_gpu sandbox check --jobs $(SANDBOX_JOBS) \
 	  $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)

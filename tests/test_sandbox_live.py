@@ -10,10 +10,12 @@ the identities its supervisor recorded).
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -32,7 +34,7 @@ from tests.live_sandbox import (
     sandbox_command,
     sandboxes_folder,
 )
-from tests.requirements import unavailable
+from tests.requirements import ROOT, unavailable
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox import providers
@@ -277,10 +279,14 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
 ) -> None:
     """ADR-0023's promise on the real scheduler: `nvidia.com/<offering>: 1` gets a device of its product and
     MIG profile through DRA, on a pool that serves it, one the offline CEL evaluator agrees matches its class;
-    more devices than a node has stays Pending. The charts' DaemonSets run where verify's predicate says, and
-    the platform trial's claims get devices the offline trial predicts."""
-    from themelio_gpu.sandbox import daemonsets, deploy, probe
+    more devices than a node has stays Pending, for the scheduler's own reason. Quota admission answers each
+    path as the quota model says, the grant ending with a device. The charts' DaemonSets run where verify
+    predicts from the installed charts, and the platform trial's claims get devices the offline trial
+    predicts. `--json` is the JSON alone on stdout."""
+    from themelio_gpu.sandbox import admission, daemonsets, deploy, probe
     from themelio_gpu.sandbox import trial as sandbox_trial
+    from themelio_gpu.sandbox.outcomes import Kind
+    from themelio_gpu.verify.sandbox_prediction import predict
 
     try:
         toolbox((*CONTROL_PLANE_TOOLS, *providers.provider_tools()))
@@ -293,22 +299,48 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         steps = deploy.execute("apply", "terraform", plan, sandbox, tools, catalog, stacks)
         assert [s.code for s in steps] == [0, 0, 0], steps[-1].output[-3000:]
         rows = probe.probe(plan, sandbox, tools)
-        daemons = daemonsets.compare(tools, sandbox)
+        quota = admission.quota_probe(plan, sandbox, tools)
+        daemons = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
         fleet = fleet_of(tmp_path, DRA_CLUSTER)
         offerings = [o for o in plan.offerings if o.name in ("nvidia.com/a100", "nvidia.com/a100-mig-1g.5gb")]
         report, trial = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, tools)
+        env = dict(os.environ, THEMELIO_SANDBOX_DIR=str(sandboxes), THEMELIO_CHART_CACHE=str(charts(tmp_path)))
+        command = [sys.executable, "-m", "themelio_gpu", "sandbox", "probe", "live", "--json", "--catalog",
+                   str(catalog), "--stacks-dir", str(stacks)]  # fmt: skip
+        as_json = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     finally:
         deploy.execute("destroy", "terraform", plan, sandbox, tools, catalog, stacks)
         sandbox_cluster.down(plan.name, say=lambda _: None)
     assert all(row.agrees for row in rows), probe.as_table(rows)
+    assert all(q.agrees for q in quota), admission.quota_table(quota)
     assert sum(row.cel_checked for row in rows) >= 2  # the whole GPU and the MIG slice, asked of the evaluator
-    assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons, [])
+    assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons)
     plugin = next(d for d in daemons if d.name.endswith("kubelet-plugin"))
-    assert "gpu-a" in plugin.real and not {SYSTEM_NODE, CONTROL_PLANE_NODE} & set(plugin.real)  # GPU nodes only
-    assert len(trial) == 2 and all(r.agrees and r.allocated for r in trial), sandbox_trial.as_text(report, trial)
-    placed = {(row.name, row.count): row for row in rows}
-    whole = placed[("nvidia.com/a100", 1)]
-    assert (whole.pool, whole.devices) == ("whole", ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"])
-    sliced = placed[("nvidia.com/a100-mig-1g.5gb", 1)]
-    assert sliced.pool == "sliced" and sliced.devices == ["NVIDIA A100-SXM4-40GB 1g.5gb 5Gi"]
-    assert placed[("nvidia.com/a100", 3)].pending  # two GPUs a node: three stay Pending
+    assert plugin.real and "gpu-a" in plugin.real and not {SYSTEM_NODE, CONTROL_PLANE_NODE} & set(plugin.elsewhere)
+    assert len(trial) == 2 and all(r.agrees and r.allocated and r.claims for r in trial), sandbox_trial.as_text(
+        report, trial
+    )
+    placed = {row.key: row for row in rows}
+    whole = placed["nvidia.com/a100"]
+    assert (whole.real and whole.real.pools, whole.devices) == (
+        ("whole",),
+        ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"],
+    )
+    sliced = placed["nvidia.com/a100-mig-1g.5gb"]
+    assert (
+        sliced.real and sliced.real.pools == ("sliced",) and sliced.devices == ["NVIDIA A100-SXM4-40GB 1g.5gb 5Gi"]
+    )
+    more = placed["nvidia.com/a100 x3"].real  # two GPUs a node: three stay Pending, as the scheduler says
+    assert more and more.kind is Kind.PLACEMENT_PENDING and "nodes are available" in more.reason
+    grant = next(q for q in quota if q.tried == "the grant (nvidia.com/a100)")
+    assert grant.devices == ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"]
+    one_more = next(q for q in quota if q.grant == "nvidia.com/a100" and q.tried.startswith("one more"))
+    assert (
+        one_more.real
+        and one_more.real.kind is Kind.REFUSED
+        and one_more.real.keys == ("requests.nvidia.com/a100",)
+    )
+    assert any(q.real and q.real.kind is Kind.QUOTA_PENDING for q in quota)  # the scheduler said quota, parsed
+    assert as_json.returncode == 0, as_json.stderr
+    report_json = json.loads(as_json.stdout)  # the JSON alone on stdout
+    assert len(report_json["placement"]) == len(rows) and as_json.stderr.startswith("sandbox probe: live:")

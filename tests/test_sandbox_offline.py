@@ -15,7 +15,6 @@ from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox import inventory
 from themelio_gpu.sandbox.errors import MissingToolError, SandboxError
 from themelio_gpu.sandbox.nodes import CONTROL_PLANE_NODE, PROVISIONED_NODES, SYSTEM_NODE, simulated_nodes
-from themelio_gpu.sandbox.probe import CelCheck, Row
 from themelio_gpu.sandbox.tools import TOOLS_FILE, load_tools, toolbox
 
 
@@ -226,65 +225,6 @@ def test_every_kind_discovery_lists_is_compared_serviceaccounts_and_controllerre
         "ConfigMap/gpu-operator/default": False,
     }
     assert "ConfigMap/gpu-operator/gpu-operator" in inventory.objects_of(items)  # the baseline keeps it
-
-
-def test_a_device_the_scheduler_allocated_is_asked_of_the_offline_cel_evaluator() -> None:
-    slices = {
-        "apiVersion": "v1",
-        "kind": "List",
-        "items": [
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceSlice",
-                "metadata": {"name": "n-gpu.nvidia.com"},
-                "spec": {
-                    "driver": "gpu.nvidia.com",
-                    "nodeName": "n",
-                    "pool": {"name": "n", "generation": 1, "resourceSliceCount": 1},
-                    "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}}],
-                },
-            }
-        ],
-    }
-    devices = {(d.driver, d.pool, d.name): d for d in parse_resourceslices(json.dumps(slices))}
-    pod = {"spec": {"nodeName": "n"}, "status": {"extendedResourceClaimStatus": {"resourceClaimName": "c"}}}
-    claim = {
-        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "x"}}]}},
-        "status": {"allocation": {"devices": {"results": [
-            {"request": "r", "driver": "gpu.nvidia.com", "pool": "n", "device": "gpu-0"}
-        ]}}},
-    }  # fmt: skip
-    agreeing, disagreeing = Row("nvidia.com/x", 1, "x", ["p"]), Row("nvidia.com/x", 1, "x", ["p"])
-    CelCheck(devices, {"x": ["device.attributes['gpu.nvidia.com'].type == 'gpu'"]}).check(
-        agreeing, pod, {"c": claim}
-    )
-    CelCheck(devices, {"x": ["device.attributes['gpu.nvidia.com'].type == 'mig'"]}).check(
-        disagreeing, pod, {"c": claim}
-    )
-    assert (agreeing.cel_checked, agreeing.problems) == (1, [])
-    assert (
-        disagreeing.cel_checked == 1 and "offline CEL evaluator says it does not match" in disagreeing.problems[0]
-    )
-
-
-def test_a_reserved_pool_is_probed_through_the_queue_that_grants_it_and_only_there() -> None:
-    from themelio_gpu.plan.fleet import load_fleet
-    from themelio_gpu.sandbox.probe import planned_rows
-
-    fleet_dir = Path(__file__).parent / "fixtures" / "fleets" / "consumers"
-    fleet = load_fleet(fleet_dir / "catalog" / "gpu-catalog.yaml", fleet_dir / "stacks")
-    rows = [row for row, _ in planned_rows(next(p for p in fleet.clusters if p.name == "reserved"))]
-    direct = {row.name: row.expected_pools for row in rows if not row.via and row.count == 1}
-    queued = {row.name: row.expected_pools for row in rows if row.via.startswith("queue")}
-    implicit = {row.name: row.expected_pools for row in rows if row.name.startswith("deviceclass.")}
-    assert direct["nvidia.com/h100"] == ["h100-open"]  # the offering's own pods stay off the reserved pools
-    assert queued == {
-        name: ["h100-train"] for name in ("nvidia.com/h100", "nvidia.com/gpu-48gb", "nvidia.com/gpu")
-    }
-    assert all("queue training" in row.via for row in rows if row.via.startswith("queue"))  # none to preemptible
-    # Each offering's class answers to its implicit name too, on the same pools (DRA only).
-    assert implicit["deviceclass.resource.kubernetes.io/gpu.nvidia.com"] == ["h100-open"]
-    assert len(implicit) == 3 and all(pools == ["h100-open"] for pools in implicit.values())
 
 
 def test_daemonset_pods_count_as_placed_once_the_controller_has_caught_up_and_bound_them() -> None:

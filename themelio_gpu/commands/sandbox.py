@@ -14,10 +14,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from themelio_gpu import exits
 from themelio_gpu.commands.base import Commands
 from themelio_gpu.sandbox.deploy import RUNNERS as ENGINES
+
+if TYPE_CHECKING:
+    from themelio_gpu.plan.model import ClusterPlan
+    from themelio_gpu.sandbox.cluster import Sandbox
+    from themelio_gpu.sandbox.daemonsets import Predicted
+    from themelio_gpu.sandbox.tools import Toolbox
 
 EXITS = {
     "up": "0 up, 1 the control plane or a node could not be started (nothing is left), 2 bad input, a missing "
@@ -80,18 +87,23 @@ def register(commands: Commands) -> None:
             )
             parser.add_argument("--keep", action="store_true", help="on failure, keep the sandbox for a look")
         if name in ("probe", "run"):
-            parser.add_argument("--json", action="store_true", help="the probe's rows as JSON")
+            parser.add_argument(
+                "--json",
+                action="store_true",
+                help="the probe's rows as JSON, alone on stdout (the summary on stderr)",
+            )
         if name == "run":
             parser.add_argument("--probe", action="store_true", help="probe after apply; a disagreeing row fails")
         if name in ("apply", "plan", "down", "run"):
             parser.add_argument("--with", dest="runner", choices=ENGINES, default="terraform",
                                 help="terraform (default), tofu, or cdktf (the CDKTF CLI's deploy/diff/destroy)")  # fmt: skip
-        parser.set_defaults(run=run, sandbox_run=name)
+        parser.set_defaults(run=run, sandbox_run=name, daemonset_model=verify_prediction)
     check = sub.add_parser(
         "check",
         help="run every chosen cluster's stack through up, apply, plan, destroy and down",
         description="`sandbox run` on the named clusters, on every cluster (--every), or by default on the fewest "
-        "clusters that cover every pool kind, DRA mode, chart version and Kubernetes minor of the fleet.",
+        "clusters that cover every pool kind, DRA mode, chart version and Kubernetes minor of the fleet and serve every "
+        "offering and alias it has.",
         epilog=f"exit codes: {EXITS['check']}",
     )
     check.add_argument("clusters", nargs="*", metavar="CLUSTER", help="these clusters (default: a covering set)")
@@ -104,7 +116,17 @@ def register(commands: Commands) -> None:
     check.add_argument("--probe", action="store_true", help="probe every cluster after apply")
     check.add_argument("--jobs", type=int, default=1, metavar="N",
                        help="clusters checked at once, each a `sandbox run` of its own (default 1)")  # fmt: skip
-    check.set_defaults(run=run, sandbox_run="check", port=None, keep=False, json=False)
+    check.set_defaults(
+        run=run, sandbox_run="check", port=None, keep=False, json=False, daemonset_model=verify_prediction
+    )
+
+
+def verify_prediction(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predicted]:
+    """What `sandbox probe` compares the DaemonSet controller with: verify's prediction, from the layer above the
+    sandbox's (the sandbox cannot import verify)."""
+    from themelio_gpu.verify.sandbox_prediction import predict
+
+    return predict(plan, sandbox, toolbox)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,7 +10,11 @@ DRAExtendedResource on in kube-apiserver and kube-controller-manager), the keys 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from themelio_gpu.k8s.dra import implicit_name
+from themelio_gpu.k8s.quantity import parse_quantity
 
 REQUESTS_PREFIX = "requests."
 DEVICES_SUFFIX = ".deviceclass.resource.k8s.io/devices"
@@ -40,3 +44,42 @@ def class_charges(device_class: str, extended_resource_name: str | None) -> tupl
 def device_plugin_charges(resource: str) -> tuple[str, ...]:
     """The keys charged for a device-plugin GPU."""
     return (requests_key(resource),)
+
+
+def pod_charges(limits: Mapping[str, int]) -> dict[str, int]:
+    """What quota admission charges a pod for its extended resources (an implicit name is one): `requests.<name>`
+    for each, when the pod is created (podComputeUsageHelper; requests default to limits)."""
+    return {requests_key(name): count for name, count in sorted(limits.items()) if "/" in name}
+
+
+def claim_charges(
+    device_class: str, extended_resource_name: str | None, count: int = 1, paid: str | None = None
+) -> dict[str, int]:
+    """What quota admission charges a ResourceClaim of `count` devices of the class; the claim the scheduler
+    creates for a pod's extended or implicit request skips the key the pod `paid` already."""
+    return {key: count for key in class_charges(device_class, extended_resource_name) if key != paid}
+
+
+def exceeded(hard: Mapping[str, str], used: Mapping[str, int], charges: Mapping[str, int]) -> tuple[str, ...]:
+    """The keys a ResourceQuota with `hard` and `used` refuses `charges` by (sorted, as the API server lists them);
+    a key the quota does not list limits nothing."""
+    return tuple(
+        sorted(
+            key
+            for key, amount in charges.items()
+            if amount and key in hard and used.get(key, 0) + amount > parse_quantity(hard[key]).value
+        )
+    )
+
+
+_EXCEEDED = re.compile(r"exceeded quota: (?P<quota>[^,]+), requested: (?P<requested>\S*), used: ")
+
+
+def parse_exceeded(message: str) -> tuple[str, tuple[str, ...]] | None:
+    """(quota, keys) from quota admission's refusal ("exceeded quota: NAME, requested: K=V,K2=V2, used: ...,
+    limited: ...", apiserver's admission/plugin/resourcequota), wherever it is quoted; None if it is none."""
+    found = _EXCEEDED.search(message)
+    if found is None:
+        return None
+    keys = tuple(sorted(part.split("=", 1)[0] for part in found["requested"].split(",") if part))
+    return str(found["quota"]), keys

@@ -1,28 +1,52 @@
-"""`sandbox probe`'s quota half: the real API server's quota admission asked about every path to a GPU.
+"""`sandbox probe`'s quota half: the real API server's quota admission, and the scheduler's claims, asked about
+every path to a GPU, each answer beside the quota model's.
 
-For each offering a namespace is granted (`catalog quota`'s ResourceQuota, as `plan/quota.py` resolves it),
-the grant's pod is admitted, one more is refused, and every other way to a device (another offering's name,
-a class's implicit name, a ResourceClaim of any class, the driver chart's own classes) is refused by
-admission, or admitted and given no device by the scheduler. Each attempt is compared with the quota model.
+For each offering a namespace gets the ResourceQuota `catalog quota CLUSTER NS OFFERING=1` writes (`plan/quota.py`
+resolves the grant and the keys). Then the grant's pod, one more, and every other way to a device: each other
+name the cluster serves, each class's implicit name `deviceclass.resource.kubernetes.io/<class>`, and a
+ResourceClaim of each class (the stack's and the DRA driver's). Each attempt is the very pod of a placement row
+(`probe.py`, in a namespace without quota: its control, which must land where the placement model says), or
+that row's claim.
+
+The model's answer is computed from the quota model, never written down: the keys Kubernetes charges each
+attempt (`k8s/quota.py`: the pod's names at admission, and for a pod that lands through DRA the claim the
+scheduler makes for it, the pod's own key skipped; a ResourceClaim's class keys) against the namespace's `hard`
+and what is used so far: refused at admission by the keys exceeded, or admitted and then refused at the
+scheduler's claim by those keys, or admitted and placed as its control. The cluster's answer is the API
+server's refusal (its message parsed for the keys), or the pod's fate: bound with a device, or Pending for the
+reason the scheduler gives (parsed: quota, naming the keys, or no node fits), or not decided within the wait.
+The grant must end with an allocated device of the offering; one more must be refused by admission.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from themelio_gpu import interrupts
-from themelio_gpu.inputs.catalog.catalog import ResolvedOffering
 from themelio_gpu.k8s.dra import implicit_name
+from themelio_gpu.k8s.quota import claim_charges, exceeded, pod_charges, requests_key
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.plan.quota import ClusterQuotaPlan
-from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox, create_all
+from themelio_gpu.plan.quota import ClusterQuotaPlan, plan_quota, resolve_grants
+from themelio_gpu.render import contracts
+from themelio_gpu.sandbox import attempts, probe
+from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.probe import WAIT_SECONDS, Row, decided, get_json, planned_rows, probe_pod
+from themelio_gpu.sandbox.outcomes import ADMITTED, Kind, Outcome, landed, no_fit, pod_outcome, refusal
+from themelio_gpu.sandbox.placement import Planned, class_selectors, planned_rows
+from themelio_gpu.sandbox.rest import Rest
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
+
+
+@dataclass
+class Attempt:
+    tried: str
+    control: Planned
+    """The placement row whose pod (or claim) this is: it must land without the quota."""
+    claim_class: str | None = None
+    """A ResourceClaim of this class is created, not the control's pod."""
 
 
 @dataclass
@@ -30,181 +54,285 @@ class QuotaRow:
     namespace: str
     grant: str
     """The offering granted one device in the namespace (`catalog quota ... OFFERING=1`)."""
-    path: str
-    """What was tried: the grant itself, one more, another name, the implicit name, a ResourceClaim of a class."""
-    admitted: bool
-    """The pod or claim was admitted and (a pod) got a device."""
-    expected: bool
-    message: str = ""
+    tried: str
+    control: str
+    """The placement row that tries the same ask without the quota."""
+    expected: Outcome
+    real: Outcome | None = None
+    devices: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    uncompared: str = ""
+    """A pod whose control is not compared (its placement is the model's answer only) is not either."""
 
     @property
     def agrees(self) -> bool:
-        return self.admitted == self.expected
+        if self.uncompared:
+            return True
+        return self.real is not None and self.real.agrees_with(self.expected) and not self.problems
 
 
-def _other_paths(
-    plan: ClusterPlan, quota: ClusterQuotaPlan, granted: str
-) -> list[tuple[str, dict[str, Any], bool]]:
-    """Every other way a pod or a claim could ask for a device, and whether the quota model lets it through:
-    each other name, and for each class its implicit name and a ResourceClaim of it (the stack's and the DRA
-    driver's). A class the model knows selects no GPU (compute-domain channels and daemons) is no GPU path:
-    the model expects it admitted."""
-    paths: list[tuple[str, dict[str, Any], bool]] = []
-    for name in plan.advertised_names:
-        if name != granted:
-            paths.append((f"pod asking for {name}", {"limits": {name: "1"}}, False))
-    not_gpu = {path.name for path in quota.not_gpu}
-    classes = sorted({c.name for c in plan.device_classes} | {c.name for c in plan.driver_classes})
-    for device_class in classes:
-        implicit = implicit_name(device_class)
-        paths.append((f"pod asking for {implicit}", {"limits": {implicit: "1"}}, device_class in not_gpu))
-        paths.append((f"ResourceClaim of {device_class}", {"claim": device_class}, device_class in not_gpu))
-    return paths
+def _attempts(plan: ClusterPlan, granted: str) -> list[Attempt]:
+    """The grant, one more, then every other path to a device, each tied to its placement row."""
+    rows = {row.key: row for row in planned_rows(plan)}
+    found = [Attempt(f"the grant ({granted})", rows[granted]), Attempt(f"one more ({granted})", rows[granted])]
+    found += [Attempt(f"pod asking for {n}", rows[n]) for n in plan.advertised_names if n != granted]
+    for device_class in class_selectors(plan):
+        implicit = rows[implicit_name(device_class)]
+        found.append(Attempt(f"pod asking for {implicit.key}", implicit))
+        claim = rows[f"ResourceClaim of {device_class}"]
+        found.append(Attempt(f"ResourceClaim of {device_class}", claim, claim_class=device_class))
+    return found
 
 
-def _create(toolbox: Toolbox, sandbox: Sandbox, document: dict[str, Any]) -> tuple[bool, str]:
-    command = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "create", "-f", "-"]
-    result = interrupts.run(command, input=json.dumps(document))
-    return result.returncode == 0, (result.stderr or result.stdout).strip()
+@dataclass
+class Ledger:
+    """The quota model of one namespace: its `hard`, and what the attempts so far are charged."""
+
+    plan: ClusterPlan
+    hard: dict[str, str]
+    used: dict[str, int] = field(default_factory=dict)
+    held: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(pool, unit) -> devices held by the attempts that landed: the next attempts cannot have them."""
+
+    def _charge(self, charges: dict[str, int]) -> tuple[str, ...]:
+        refused = exceeded(self.hard, self.used, charges)
+        if not refused:
+            for key, amount in charges.items():
+                self.used[key] = self.used.get(key, 0) + amount
+        return refused
+
+    def admit(self, attempt: Attempt) -> Outcome | None:
+        """Quota admission's answer when the object is created (None: admitted, a pod to be placed next)."""
+        classes = class_selectors(self.plan)
+        if attempt.claim_class is not None:
+            refused = self._charge(claim_charges(attempt.claim_class, classes[attempt.claim_class][1]))
+            return Outcome(Kind.REFUSED, keys=refused) if refused else ADMITTED
+        refused = self._charge(pod_charges(attempt.control.ask.limits))
+        return Outcome(Kind.REFUSED, keys=refused) if refused else None
+
+    def _free(self, room: dict[str, int], pool: str) -> int:
+        return sum(n - self.held.get((pool, unit), 0) for unit, n in room.items())
+
+    def place(self, attempt: Attempt) -> Outcome:
+        """An admitted pod's fate: its control's, where a device is still free (the namespace's earlier pods hold
+        theirs), unless quota refuses the claim the scheduler makes for it on a DRA pool (charged to the class's
+        keys, without the one the pod paid)."""
+        control = attempt.control
+        if control.expected.kind is not Kind.LANDED:
+            return control.expected
+        count = control.ask.count
+        free = [p for p in control.expected.pools if self._free(dict(control.room.get(p, {})), p) >= count]
+        if not free:
+            return no_fit(f"this namespace's earlier pods hold the devices of {', '.join(control.expected.pools)}")
+        pools = {p.name: p for p in self.plan.pools}
+        ((name, _),) = control.ask.limits.items()
+        device_class = _class_for(self.plan, name)
+        if device_class is not None and any(pools[p].dra for p in free):
+            classes = class_selectors(self.plan)
+            refused = self._charge(
+                claim_charges(device_class, classes[device_class][1], count, requests_key(name))
+            )
+            if refused:
+                free = [p for p in free if not pools[p].dra]
+                if not free:
+                    return Outcome(Kind.QUOTA_PENDING, keys=refused)
+        if len(free) == 1:  # where it lands is known: its device is held
+            room = control.room.get(free[0], {})
+            unit = next(u for u, n in room.items() if n - self.held.get((free[0], u), 0) > 0)
+            self.held[(free[0], unit)] = self.held.get((free[0], unit), 0) + count
+        return landed(free)
 
 
-def _create_each(toolbox: Toolbox, sandbox: Sandbox, documents: list[dict[str, Any]]) -> dict[str, str]:
-    """Create each object (kubectl sends one request per object and goes on after a refusal); returns the
-    refusal message of each object the API server refused, by name."""
-    command = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "create", "-f", "-"]
-    result = interrupts.run(command, input=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+def _class_for(plan: ClusterPlan, name: str) -> str | None:
+    """The DeviceClass a pod's request for `name` is allocated from: the one mapping it (`validate` allows one),
+    or the class an implicit name names."""
+    classes = class_selectors(plan)
+    mapping = [c for c, (_, extended, _) in classes.items() if extended == name]
+    if mapping:
+        return mapping[0]
+    return next((c for c in classes if implicit_name(c) == name), None)
+
+
+def expectations(plan: ClusterPlan, hard: dict[str, str], found: list[Attempt]) -> list[Outcome]:
+    """The model's answer for each attempt, in the order the probe makes them, one at a time: created (quota
+    admission), then, a pod admitted, placed (the scheduler, and the quota admission of its claim)."""
+    ledger = Ledger(plan, hard)
+    answers: list[Outcome] = []
+    for index, attempt in enumerate(found):
+        admitted = ledger.admit(attempt)
+        answer = admitted if admitted is not None else ledger.place(attempt)
+        if index and admitted is None and answer.pending:  # deleted once decided: its charges are returned
+            for key, amount in pod_charges(attempt.control.ask.limits).items():
+                ledger.used[key] = ledger.used.get(key, 0) - amount
+        answers.append(answer)
+    return answers
+
+
+def _objects(namespace: str, index: int, attempt: Attempt) -> list[dict[str, Any]]:
+    name = f"q-{index}"
+    if attempt.claim_class is not None:
+        return [attempts.claim_object(name, namespace, attempt.claim_class)]
+    return attempts.pod_objects(name, namespace, attempt.control.ask)
+
+
+def _create_each(api: Rest, documents: list[dict[str, Any]]) -> dict[str, str]:
+    """Create each object, one request each; returns the refusal message of each object the API server refused,
+    by name."""
     refused = {}
-    for line in result.stderr.splitlines():
-        for document in documents:
-            name = document["metadata"]["name"]
-            if f'"{name}" is forbidden' in line or f'"{name}" is invalid' in line:
-                refused[name] = line.split(": ", 2)[-1].strip()
-    created = {line.split()[0].split("/")[-1] for line in result.stdout.splitlines() if line.endswith(" created")}
     for document in documents:
-        name = document["metadata"]["name"]
-        if name not in created and name not in refused:
-            refused[name] = "not created: " + (result.stderr.strip().splitlines() or ["no answer"])[-1]
+        message = api.create(document)
+        if message is not None:
+            refused[document["metadata"]["name"]] = message
     return refused
 
 
-def _quota_object(namespace: str, index: int, offering: ResolvedOffering, what: dict[str, Any]) -> dict[str, Any]:
-    metadata = {"name": f"q-{index}", "namespace": namespace}
-    if "claim" in what:
-        request = {"name": "gpu", "exactly": {"deviceClassName": what["claim"], "count": 1}}
-        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": metadata,
-                "spec": {"devices": {"requests": [request]}}}  # fmt: skip
-    pod = probe_pod(index, Row("", 1, offering.name, []), offering)
-    pod["metadata"] = metadata
-    pod["spec"]["containers"][0]["resources"] = {"limits": what["limits"]}
-    return pod
-
-
-def quota_probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[QuotaRow]:
-    """Per offering with pools: a namespace whose ResourceQuota is what `catalog quota` writes for a grant of
-    one device. The grant is admitted (and scheduled), one more is refused by the API server's quota
-    admission, and so is every other path to a device; anything else admitted is a hole in the quota model."""
-    from themelio_gpu.plan.quota import plan_quota, resolve_grants
-    from themelio_gpu.render.contracts import WALDUR_RESOURCE_QUOTA_NAME, resource_quota
-
+def quota_probe(
+    plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, published: probe.Published | None = None
+) -> list[QuotaRow]:
+    """Per offering, a namespace granted one device of it; every attempt's answer beside the model's."""
     quota = plan_quota(plan)
+    api = Rest(sandbox.kubeconfig)
+    published = published or probe.read_published(api)
     rows: list[QuotaRow] = []
-    for number, (row, offering) in enumerate(
-        r for r in planned_rows(plan) if r[0].count == 1 and r[0].expected_pools
-    ):
-        if row.name != offering.name or row.via:
-            continue  # one namespace per offering; its aliases and implicit names are among the other paths
-        namespace = f"themelio-quota-{number}"
+    for number, offering in enumerate(plan.offerings):
         grants, problems = resolve_grants(quota, plan, [(offering.name, 1)])
         if problems:
             raise SandboxError(f"catalog quota {offering.name}=1: {problems}")
-        hard = quota.hard(grants)
-        granted = next(iter(grants))  # where `catalog quota` puts the grant: a migrating offering's legacy name
-        objects = [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-            resource_quota(WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
-        ]
-        create_all(toolbox, sandbox, objects)
-        try:
-            _wait_quota_ready(toolbox, sandbox, namespace)
-            attempts = [
-                (f"the grant ({granted})", {"limits": {granted: "1"}}, True),
-                ("one more", {"limits": {granted: "1"}}, False),
-            ]
-            attempts += _other_paths(plan, quota, granted)
-            # The grant first (and its claim charged), then every other attempt in one request per object.
-            documents = [_quota_object(namespace, i, offering, what) for i, (_, what, _) in enumerate(attempts)]
-            admitted, message = _create(toolbox, sandbox, documents[0])
-            rows.append(
-                QuotaRow(namespace, offering.name, attempts[0][0], admitted, True, "" if admitted else message)
-            )
-            if admitted:
-                _wait_claim_charged(toolbox, sandbox, namespace)
-            answers = _create_each(toolbox, sandbox, documents[1:])
-            for (path, _, expected), document in zip(attempts[1:], documents[1:], strict=True):
-                refusal = answers.get(document["metadata"]["name"])
-                rows.append(QuotaRow(namespace, offering.name, path, refusal is None, expected, refusal or ""))
-            _devices_past_admission(toolbox, sandbox, namespace, rows)
-        finally:
-            with interrupts.deferred():
-                interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
-                                "namespace", namespace, "--wait=false"])  # fmt: skip
+        namespace = f"themelio-quota-{number}"
+        rows += _namespace(plan, sandbox, api, published, quota, namespace, offering.name, grants)
     return rows
 
 
-def _devices_past_admission(toolbox: Toolbox, sandbox: Sandbox, namespace: str, rows: list[QuotaRow]) -> None:
-    """A pod admitted on another path (an implicit class name is no quota key) is closed only if it gets no
-    device: the claim the scheduler makes for it is charged to the class's keys, and refused there. Each such
-    pod is given until the scheduler has decided it; one that is bound got a device past the quota."""
-    ours = [row for row in rows if row.namespace == namespace]  # q-<n> is the namespace's n-th attempt
-    pending = {
-        f"q-{i}": row
-        for i, row in enumerate(ours)
-        if row.admitted and not row.expected and not row.path.startswith("ResourceClaim")
-    }
-    deadline = time.monotonic() + WAIT_SECONDS
-    while pending and time.monotonic() < deadline:
-        pods = {p["metadata"]["name"]: p for p in get_json(toolbox, sandbox, "pods", "-n", namespace)["items"]}
-        for name in list(pending):
-            pod = pods.get(name, {})
-            if pod.get("spec", {}).get("nodeName"):
-                pending.pop(name).message = f"admitted and bound to {pod['spec']['nodeName']}: it got a device"
-            elif decided(pod):
-                row = pending.pop(name)
-                reason = [c.get("message", "") for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
-                row.admitted = False  # no device: the quota holds where the scheduler's claim is charged
-                row.message = "admitted, no device: " + (reason[-1] if reason else "Pending")
-        time.sleep(0.5)
-    for row in pending.values():
-        row.message = "admitted and not decided by the scheduler within the wait"
+def _namespace(
+    plan: ClusterPlan,
+    sandbox: Sandbox,
+    api: Rest,
+    published: probe.Published,
+    quota: ClusterQuotaPlan,
+    namespace: str,
+    offering: str,
+    grants: dict[str, int],
+) -> list[QuotaRow]:
+    hard = quota.hard(grants)
+    granted = next(iter(grants))  # where `catalog quota` puts the grant: a migrating offering's legacy name
+    found = _attempts(plan, granted)
+    rows = [
+        QuotaRow(
+            namespace,
+            offering,
+            a.tried,
+            a.control.key,
+            expected,
+            uncompared="" if a.claim_class else a.control.uncompared,
+        )
+        for a, expected in zip(found, expectations(plan, hard, found), strict=True)
+    ]
+    objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        contracts.resource_quota(contracts.WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
+    ]
+    api.create_all(objects)
+    try:
+        _wait_quota_ready(api, namespace)
+        # One attempt at a time, each pod until the scheduler has decided it. A pod left Pending is deleted (but
+        # the grant's, whose charge one more must meet): while the scheduler retries it, its in-flight
+        # allocation would hide a device from the next attempt.
+        for index, attempt in enumerate(found):
+            name = f"q-{index}"
+            refused = _create_each(api, _objects(namespace, index, attempt))
+            decided = {} if refused or attempt.claim_class else attempts.wait_decided(api, namespace, [name])
+            bound = bool(decided.get(name, {}).get("spec", {}).get("nodeName"))
+            events = [] if bound or not decided else attempts.events(api, namespace)
+            _read(plan, sandbox, api, published, rows[index], attempt, name, refused, decided, events)
+            if index and decided and not bound:
+                api.delete("Pod", namespace, name)
+    finally:
+        with interrupts.deferred():
+            _clear(api, namespace)
+    return rows
 
 
-def _wait_quota_ready(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> None:
+def _clear(api: Rest, namespace: str) -> None:
+    """Delete the namespace, its pods first, and wait until their claims are gone: their devices are free again
+    for the next namespace's attempts, which the model gives all of them."""
+    pods = [p["metadata"]["name"] for p in api.items("Pod", namespace)]
+    for name in pods:
+        api.delete("Pod", namespace, name)
+    claims = [c["metadata"]["name"] for c in attempts.dra_items(api, "ResourceClaim", namespace)]
+    for name in claims:
+        api.delete("ResourceClaim", namespace, name)
+    left = attempts.wait_gone(api, namespace, "ResourceClaim", claims)
+    api.delete("Namespace", None, namespace)
+    if left:
+        raise SandboxError(f"the claims in {namespace} were not removed within the wait: {', '.join(left)}")
+
+
+def _read(
+    plan: ClusterPlan,
+    sandbox: Sandbox,
+    api: Rest,
+    published: probe.Published,
+    row: QuotaRow,
+    attempt: Attempt,
+    name: str,
+    refused: dict[str, str],
+    pods: dict[str, dict[str, Any]],
+    events: list[dict[str, Any]],
+) -> None:
+    if name in refused:
+        row.real = refusal(refused[name])
+        return
+    if attempt.claim_class is not None:
+        row.real = ADMITTED
+        return
+    pod = pods.get(name)
+    if pod is None:
+        raise SandboxError(f"quota attempt {name} in {row.namespace} ({row.tried}) vanished")
+    row.real = pod_outcome(pod, events, attempts.pool_of(sandbox))
+    if row.real.kind is Kind.LANDED:
+        checked = probe.Row(row.tried, attempt.control.ask.count, row.expected, "")
+        claims = attempts.claim_names(pod)
+        probe.read_devices(plan, checked, attempt.control, pod, claims, published, api, row.namespace)
+        row.devices, row.problems = checked.devices, checked.problems
+        if not row.devices:
+            row.problems.append("bound, but no device was allocated")
+
+
+def _wait_quota_ready(api: Rest, namespace: str) -> None:
     """Quota admission refuses nothing until the quota controller has written the quota's status."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        items = get_json(toolbox, sandbox, "resourcequota", "-n", namespace)["items"]
+        items = api.items("ResourceQuota", namespace)
         if items and items[0].get("status", {}).get("hard"):
             return
         time.sleep(0.2)
     raise SandboxError(f"the ResourceQuota in {namespace} got no status in 30 s")
 
 
-def _wait_claim_charged(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> None:
-    """The grant's pod is bound and the claim the scheduler made for it exists (and is charged)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        pod = get_json(toolbox, sandbox, "pod", "q-0", "-n", namespace)
-        if pod.get("spec", {}).get("nodeName") and pod.get("status", {}).get("extendedResourceClaimStatus"):
-            return
-        if pod.get("spec", {}).get("nodeName"):  # the device-plugin path: no claim
-            return
-        time.sleep(0.2)
+def as_dicts(rows: list[QuotaRow]) -> list[dict[str, Any]]:
+    return [
+        {
+            "namespace": r.namespace,
+            "grant": r.grant,
+            "tried": r.tried,
+            "control": r.control,
+            "cluster": probe.outcome_dict(r.real),
+            "model": probe.outcome_dict(r.expected),
+            "devices": r.devices,
+            "problems": r.problems,
+            "uncompared": r.uncompared,
+            "agrees": r.agrees,
+        }
+        for r in rows
+    ]
 
 
 def quota_table(rows: list[QuotaRow]) -> str:
-    lines = [("namespace", "grant", "tried", "API server", "model", "agrees")]
+    lines = [("namespace", "grant", "tried", "cluster's answer", "quota model", "agrees")]
     for row in rows:
-        answer = ("admitted" if row.admitted else "refused") + (": " + row.message[-70:] if row.message else "")
-        lines.append((row.namespace, row.grant, row.path, answer, "admit" if row.expected else "refuse",
-                      "yes" if row.agrees else "NO"))  # fmt: skip
-    return table(lines)
+        verdict = row.uncompared or (
+            "yes" if row.agrees else "NO" + (": " + "; ".join(row.problems) if row.problems else "")
+        )
+        got = probe.answer(row.real) + (f" [{'; '.join(row.devices)}]" if row.devices else "")
+        lines.append((row.namespace, row.grant, row.tried, got, row.expected.describe()[:70], verdict))
+    return table(lines, pad_last=False)

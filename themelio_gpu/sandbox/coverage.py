@@ -3,8 +3,11 @@
 A stack's apply depends on its pool kinds (static nodes get labels and taints; Karpenter pools a NodePool;
 provisioned pools nothing in the API), on who installs the DRA driver (a separate chart, the GPU Operator's
 GPUCluster, or none: device plugin only), on each chart and version it installs (and whether one ships from a
-local chart folder), and on the Kubernetes minor its control plane runs. `covering` picks clusters, most new
-features first, until every feature of the fleet is covered, and says which features each was picked for.
+local chart folder), and on the Kubernetes minor its control plane runs; and `sandbox probe` asks the real
+scheduler and quota admission about every name a cluster serves (its offerings and the migration aliases it
+still serves), so each name is a feature too: every offering and alias of the fleet is probed somewhere.
+`covering` picks clusters, most new features first, until every feature of the fleet is covered, and says
+which features each was picked for.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def features(plan: ClusterPlan) -> frozenset[str]:
             found.add("a chart from a local chart folder")
     if plan.config_map is not None:
         found.add("catalog ConfigMap")
+    found.update(f"serves {name}" for name in plan.advertised_names)
     return frozenset(found)
 
 

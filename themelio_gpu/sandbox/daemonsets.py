@@ -1,74 +1,121 @@
-"""Where the real DaemonSet controller and scheduler put every DaemonSet's pods, beside `verify`'s predicate.
+"""Where the real DaemonSet controller and scheduler put every DaemonSet's pods, beside what `verify` predicts.
 
 After apply, each DaemonSet the charts created (NFD's worker, the DRA driver's kubelet plugin, ...) has pods on
-the nodes the real DaemonSet controller chose and the real kube-scheduler bound. The same DaemonSet, read back
-from the API server, is placed by `k8s/scheduling.py` (`why_not`, what `verify` proves with) on the same nodes,
-with their labels and taints as they are now: the two must name the same nodes.
+the nodes the real DaemonSet controller chose and the real kube-scheduler bound. `verify` predicts the same from
+the rendered charts alone: it renders each release the sandbox installed (the very chart archive) with the
+stack's values, models each pool's nodes from the pool's contract and the labels NFD and the operator would
+add, and places each DaemonSet there (`verify/proof.py`, the prediction `verify` prints). The prediction is
+computed by the `verify` layer and handed in (`Predictor`): this module only compares. The two must name the
+same GPU nodes; the sandbox's CPU and control-plane nodes are outside verify's model and only shown.
 
-The GPU Operator's operands are not here: its own controller creates them from its ClusterPolicy or
-GPUCluster, and it cannot run in the sandbox (the Go module proxy serves no release of
-github.com/NVIDIA/gpu-operator, only an untagged 2025 commit that is not the chart's release, and its
-operands' containers would not run on simulated nodes anyway). Their placement is `verify`'s model only; the
-report says so in a row of its own.
+The GPU Operator's operands are not created here: its own controller creates them from its ClusterPolicy or
+GPUCluster, and it does not run in the sandbox. Their rows carry verify's prediction with no cluster answer
+(`real` None: model only), in the same shape as the others, so that a sandbox that runs the operator fills them in.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from themelio_gpu.k8s.scheduling import Node, PodScheduling, TaintSpec, why_not
-from themelio_gpu.sandbox.cluster import Sandbox, kubectl
+from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox.cluster import Sandbox
+from themelio_gpu.sandbox.errors import SandboxError
+from themelio_gpu.sandbox.rest import Rest
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
 
 WAIT_SECONDS = 60.0
-OPERATOR_KINDS = ("clusterpolicies.nvidia.com", "gpuclusters.nvidia.com")
 MODEL_ONLY = (
-    "created by the GPU Operator's controller, which does not run in the sandbox (no release of "
-    "github.com/NVIDIA/gpu-operator on the Go module proxy): verify's model only"
+    "created by the GPU Operator's controller, which does not run in the sandbox: verify's prediction only"
 )
+UNKNOWN = "verify renders no such DaemonSet from the cluster's charts"
+RUNTIME = (
+    "not compared: verify's prediction rests on labels NFD or the GPU Operator add at runtime ({}), and neither "
+    "runs in the sandbox"
+)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """verify's prediction for one DaemonSet: on which of the sandbox's GPU nodes its pods run."""
+
+    namespace: str
+    name: str
+    source: str
+    """Where it comes from, as verify says: `chart <release>`, or the operator's resource."""
+    in_chart: bool
+    """The chart renders it, so Helm creates it in the sandbox; False: an operand of the GPU Operator."""
+    nodes: Mapping[str, str]
+    """Each GPU node of the sandbox -> "" where verify says its pods run, else verify's reason."""
+    runtime_labels: tuple[str, ...] = ()
+    """Labels NFD or the GPU Operator add at runtime that verify's verdict rests on, and the sandbox does not
+    give its nodes (neither runs here): the prediction cannot be compared."""
+
+
+Predictor = Callable[[ClusterPlan, Sandbox, Toolbox], list[Predicted]]
+"""verify's prediction for a sandbox (`themelio_gpu.verify.sandbox_prediction.predict`)."""
 
 
 @dataclass
 class DaemonSetRow:
     namespace: str
     name: str
-    real: list[str]
-    """The nodes its pods are bound to (the DaemonSet controller and the scheduler)."""
+    source: str
+    real: list[str] | None
+    """The GPU nodes its pods are bound to (the DaemonSet controller and the scheduler); None: not created in the
+    sandbox (model only)."""
     model: list[str]
-    """The nodes `verify`'s placement predicate lets its pods run on."""
+    """The GPU nodes verify predicts its pods run on."""
     pending: int = 0
     """Pods the controller created that the scheduler did not bind within the wait."""
+    elsewhere: list[str] = field(default_factory=list)
+    """Other nodes its pods run on: the sandbox's CPU and control-plane nodes, outside verify's model."""
     why_not: str = ""
-    """The model's reason for one node where the two differ."""
+    """verify's reason for one node where the two differ."""
+    note: str = ""
+
+    @property
+    def compared(self) -> bool:
+        return self.real is not None and not self.note.startswith("not compared")
 
     @property
     def agrees(self) -> bool:
-        return self.real == self.model and not self.pending
+        if not self.compared:
+            return True  # verify's prediction only: no cluster answer to compare it with
+        return self.real == self.model and not self.pending and self.note != UNKNOWN
 
 
-def _get(toolbox: Toolbox, sandbox: Sandbox, *args: str) -> Any:
-    return json.loads(kubectl(toolbox, sandbox, "get", *args, "-o", "json"))
+def installed_charts(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Path]:
+    """Release -> the chart archive the sandbox installed it from: its own chart repository's package of the
+    cached chart, or the local chart folder's archive the stack ships."""
+    found = {}
+    repository = sandbox.folder / "charts"
+    for release in plan.releases:
+        if release.archive is not None:
+            found[release.name] = release.archive.source
+            continue
+        packaged = sorted(repository.glob(f"{release.chart}-*.tgz"))
+        version = release.version.lstrip("v")
+        matching = [p for p in packaged if p.name[len(release.chart) + 1 : -len(".tgz")].lstrip("v") == version]
+        if not matching:
+            raise SandboxError(
+                f"the sandbox's chart repository ({repository}) has no {release.chart} {release.version}"
+            )
+        found[release.name] = matching[0]
+    return found
 
 
-def _nodes(toolbox: Toolbox, sandbox: Sandbox) -> list[Node]:
-    return [
-        Node(
-            item["metadata"]["name"],
-            dict(item["metadata"].get("labels") or {}),
-            tuple(
-                TaintSpec(str(t["key"]), str(t.get("value") or ""), str(t["effect"]))
-                for t in item.get("spec", {}).get("taints") or []
-            ),
-        )
-        for item in _get(toolbox, sandbox, "nodes")["items"]
-    ]
+def gpu_nodes(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
+    """The sandbox's GPU nodes: node -> (pool, kind), as it registered them."""
+    nodes = sandbox.state().get("nodes", {})
+    return {n: (str(v["pool"]), str(v["kind"])) for n, v in nodes.items() if v.get("pool")}
 
 
-def bound_nodes(daemonset: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[list[str], int]:
+def bound_nodes(daemonset: Mapping[str, Any], pods: list[dict[str, Any]]) -> tuple[list[str], int]:
     uid = daemonset["metadata"]["uid"]
     owned = [p for p in pods if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
     nodes = sorted(str(p["spec"]["nodeName"]) for p in owned if p.get("spec", {}).get("nodeName"))
@@ -87,52 +134,62 @@ def settled(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> boo
     return True
 
 
-def compare(toolbox: Toolbox, sandbox: Sandbox) -> list[DaemonSetRow]:
-    """Each DaemonSet's bound nodes beside the model's, once the controller has settled (or the wait ends)."""
+def compare(toolbox: Toolbox, sandbox: Sandbox, predicted: list[Predicted]) -> list[DaemonSetRow]:
+    """Each DaemonSet's bound nodes beside verify's, once the controller has settled (or the wait ends)."""
+    api = Rest(sandbox.kubeconfig)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
-        daemonsets = _get(toolbox, sandbox, "daemonsets", "-A")["items"]
-        pods = _get(toolbox, sandbox, "pods", "-A")["items"]
+        daemonsets = api.items("DaemonSet")
+        pods = api.items("Pod")
         if settled(daemonsets, pods) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    nodes = _nodes(toolbox, sandbox)
+    return rows_of(daemonsets, pods, predicted, set(gpu_nodes(sandbox)))
+
+
+def rows_of(
+    daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]], predicted: list[Predicted], gpu: set[str]
+) -> list[DaemonSetRow]:
+    """The rows: every DaemonSet of the cluster beside its prediction, and every operand verify models only."""
+    by_name = {(p.namespace, p.name): p for p in predicted}
     rows = []
-    for daemonset in sorted(daemonsets, key=lambda d: (d["metadata"]["namespace"], d["metadata"]["name"])):
-        scheduling = PodScheduling.of_daemonset(daemonset)
-        reasons = {node.name: why_not(scheduling, node) for node in nodes}
-        real, pending = bound_nodes(daemonset, pods)
-        model = sorted(name for name, why in reasons.items() if not why)
-        row = DaemonSetRow(daemonset["metadata"]["namespace"], daemonset["metadata"]["name"], real, model, pending)
-        differing = sorted(set(real) ^ set(model))
-        if differing:
+    for daemonset in daemonsets:
+        key = (daemonset["metadata"]["namespace"], daemonset["metadata"]["name"])
+        bound, pending = bound_nodes(daemonset, pods)
+        prediction = by_name.pop(key, None)
+        model = sorted(n for n, why in prediction.nodes.items() if not why) if prediction else []
+        note = UNKNOWN if prediction is None else ""
+        if prediction is not None and prediction.runtime_labels:
+            note = RUNTIME.format(", ".join(prediction.runtime_labels))
+        row = DaemonSetRow(key[0], key[1], prediction.source if prediction else "?", sorted(set(bound) & gpu),
+                           model, pending, sorted(set(bound) - gpu), note=note)  # fmt: skip
+        differing = sorted(set(row.real or ()) ^ set(model))
+        if prediction and differing:
             first = differing[0]
-            row.why_not = f"{first}: " + ("; ".join(reasons[first]) or "the model lets it run here")
+            row.why_not = f"{first}: " + (prediction.nodes.get(first) or "verify says it runs here")
         rows.append(row)
-    return rows
-
-
-def operator_resources(toolbox: Toolbox, sandbox: Sandbox) -> list[str]:
-    """The GPU Operator's custom resources in the sandbox (`ClusterPolicy/cluster-policy`): its operands' source."""
-    served = kubectl(toolbox, sandbox, "api-resources", "-o", "name").split()
-    found = []
-    for kind in OPERATOR_KINDS:
-        if kind in served:
-            found += [f"{i['kind']}/{i['metadata']['name']}" for i in _get(toolbox, sandbox, kind)["items"]]
-    return found
+    for prediction in by_name.values():
+        model = sorted(n for n, why in prediction.nodes.items() if not why)
+        real: list[str] | None = [] if prediction.in_chart else None
+        note = "" if prediction.in_chart else MODEL_ONLY
+        rows.append(DaemonSetRow(prediction.namespace, prediction.name, prediction.source, real, model, note=note))
+    return sorted(rows, key=lambda r: (r.real is None, r.namespace, r.name))
 
 
 def _nodes_text(names: list[str]) -> str:
     return f"{len(names)}: {', '.join(names)}" if names else "none"
 
 
-def as_table(rows: list[DaemonSetRow], operator: list[str]) -> str:
-    """One line per DaemonSet, and one per operator resource whose operands are model only."""
-    lines: list[tuple[str, ...]] = [("daemonset", "runs on (DaemonSet controller, scheduler)", "model", "agrees")]
+def as_table(rows: list[DaemonSetRow]) -> str:
+    lines: list[tuple[str, ...]] = [
+        ("daemonset", "GPU nodes it runs on (DaemonSet controller, scheduler)", "verify predicts", "agrees")
+    ]
     for row in rows:
-        real = _nodes_text(row.real) + (f" (+{row.pending} Pending)" if row.pending else "")
-        verdict = "yes" if row.agrees else f"NO: {row.why_not}"
+        if row.real is None:
+            real = "not created here"
+        else:
+            real = _nodes_text(row.real) + (f" (+{row.pending} Pending)" if row.pending else "")
+            real += f"; also on {', '.join(row.elsewhere)}" if row.elsewhere else ""
+        verdict = row.note if not row.compared else "yes" if row.agrees else f"NO: {row.note or row.why_not}"
         lines.append((f"{row.namespace}/{row.name}", real, _nodes_text(row.model), verdict))
-    for resource in operator:
-        lines.append((f"operands of {resource}", "not created", "see `verify`", MODEL_ONLY))
     return table(lines, pad_last=False)

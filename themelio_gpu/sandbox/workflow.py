@@ -33,6 +33,7 @@ from themelio_gpu.sandbox import (
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
+from themelio_gpu.sandbox.outcomes import Kind
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
 from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR, InputPaths, chart_cache, input_paths
@@ -291,35 +292,52 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], None)
     sandbox = _sandbox_of(plan.name)
+    predict: daemonsets.Predictor = args.daemonset_model
     with _working_on(sandbox):
         rows = probe.probe(plan, sandbox, tools)
         quota = admission.quota_probe(plan, sandbox, tools)
-        placed = daemonsets.compare(tools, sandbox)
-        operator = daemonsets.operator_resources(tools, sandbox)
+        placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
     if args.json:
         report = {
-            "placement": json.loads(probe.as_json(rows)),
-            "quota": [{**dataclasses.asdict(q), "agrees": q.agrees} for q in quota],
+            "placement": probe.as_dicts(rows),
+            "quota": admission.as_dicts(quota),
             "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
-            "modelOnly": [{"operandsOf": r, "why": daemonsets.MODEL_ONLY} for r in operator],
         }
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2), flush=True)
     else:
         print(probe.as_table(rows))
         print(admission.quota_table(quota))
-        print(daemonsets.as_table(placed, operator))
-    agreeing = sum(r.agrees for r in rows)
-    closed = sum(q.agrees for q in quota)
-    where = sum(d.agrees for d in placed)
-    _say(
-        f"sandbox probe: {plan.name}: {len(rows)} pods, {agreeing} where the model says, {len(rows) - agreeing} not; "
-        f"quota: {len(quota)} attempts, {closed} as the quota model says, {len(quota) - closed} not; "
-        f"DaemonSets: {len(placed)}, {where} on the nodes verify's placement says, {len(placed) - where} not; "
-        f"{sum(r.cel_checked for r in rows)} allocated devices asked of the offline CEL evaluator"
-        + (f"; {len(operator)} operator resource(s) whose operands are verify's model only" if operator else "")
-    )
-    ok = agreeing == len(rows) and closed == len(quota) and where == len(placed)
-    return EXIT_OK if ok else EXIT_FAILED
+        print(daemonsets.as_table(placed), flush=True)
+    # The summary goes with the tables; beside JSON it goes to stderr, so that stdout is the JSON alone.
+    print(probe_summary(plan.name, rows, quota, placed), file=sys.stderr if args.json else sys.stdout, flush=True)
+    failed = [r for r in rows if not r.agrees] + [q for q in quota if not q.agrees]
+    return EXIT_FAILED if failed or not all(d.agrees for d in placed) else EXIT_OK
+
+
+def probe_summary(
+    cluster_name: str,
+    rows: Sequence[probe.Row],
+    quota: Sequence[admission.QuotaRow],
+    placed: Sequence[daemonsets.DaemonSetRow],
+) -> str:
+    """One line: each part's rows, how many agree with the model, and the figures the probe is judged by."""
+    compared = [r for r in rows if not r.uncompared]
+    shown = [q for q in quota if not q.uncompared]
+    pending = [o for o in [*(r.real for r in compared), *(q.real for q in shown)] if o is not None and o.pending]
+    unparsed = [o for o in pending if o.kind in (Kind.UNPARSED, Kind.TIMEOUT)]
+    real = [d for d in placed if d.compared]
+    parts = [
+        f"sandbox probe: {cluster_name}: placement: {len(compared)} pods, {sum(r.agrees for r in compared)} as "
+        f"the model says"
+        + (f" ({len(rows) - len(compared)} more shown, not compared)" if len(compared) < len(rows) else ""),
+        f"quota: {len(shown)} attempts, {sum(q.agrees for q in shown)} as the quota model says"
+        + (f" ({len(quota) - len(shown)} more shown, not compared)" if len(shown) < len(quota) else ""),
+        f"{len(pending)} Pending, {len(pending) - len(unparsed)} for a reason parsed from the cluster's words",
+        f"DaemonSets: {len(real)}, {sum(d.agrees for d in real)} on the GPU nodes verify predicts"
+        + (f" ({len(placed) - len(real)} verify's prediction only)" if len(real) < len(placed) else ""),
+        f"{sum(r.cel_checked for r in rows)} allocated devices asked of the offline CEL evaluator",
+    ]
+    return "; ".join(parts)
 
 
 def trial(args: argparse.Namespace) -> int:

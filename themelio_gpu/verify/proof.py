@@ -85,6 +85,8 @@ class Row:
     outcome: str
     ok: bool | None
     """None: no requirement on this pool."""
+    runs_on: tuple[str, ...] = ()
+    """The pool's modelled nodes its pods run on: what `sandbox probe` compares with the DaemonSet controller."""
 
 
 @dataclass
@@ -107,6 +109,8 @@ class ClusterProof:
     lines: list[str] = field(default_factory=list)
     pools: list[PoolProof] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    workloads: list[Workload] = field(default_factory=list)
+    """Every DaemonSet placed: the charts' and the operator's operands."""
 
 
 # --- the nodes of a pool ---------------------------------------------------------------------------------
@@ -198,15 +202,16 @@ def place(workload: Workload, expect: Expect, nodes: Sequence[Node], workloads: 
         )
     results = [(n, blockers(workload, n, workloads)) for n in nodes]
     blocked = [(n, reasons) for n, reasons in results if reasons]
+    runs_on = tuple(n.name for n, reasons in results if not reasons)
     if not blocked:
-        return Row(workload.name, workload.source, expect, "runs", _ok(expect, True))
+        return Row(workload.name, workload.source, expect, "runs", _ok(expect, True), runs_on)
     detail = "; ".join(blocked[0][1])
     if len(blocked) == len(results):
         same = all(reasons == blocked[0][1] for _, reasons in blocked)
         where = "" if same or len(nodes) == 1 else f" on {blocked[0][0].name}"
         return Row(workload.name, workload.source, expect, f"does not run{where}: {detail}", _ok(expect, False))
     outcome = f"runs on {len(results) - len(blocked)} of {count(len(results), 'node')}; not on {blocked[0][0].name}: {detail}"
-    return Row(workload.name, workload.source, expect, outcome, None if expect is Expect.MAY else False)
+    return Row(workload.name, workload.source, expect, outcome, None if expect is Expect.MAY else False, runs_on)
 
 
 def _ok(expect: Expect, runs: bool) -> bool | None:
@@ -257,6 +262,7 @@ def prove_cluster(
     _check_device_classes(proof, plan, rendered, mode)
     _report_validation(proof, validation)
 
+    proof.workloads = workloads
     for pool_definition, contract in zip(plan.definition.node_pools, plan.pools, strict=True):
         proof.pools.append(
             _prove_pool(proof, pool_definition, contract, workloads, mode, nfd_config, mode_problems)

@@ -1,0 +1,128 @@
+"""The sandbox's API server over HTTPS, from Python: the probes' many small reads, creates and deletes.
+
+A probe makes thousands of requests; as `kubectl` processes each costs half a second or more on a busy machine,
+which is most of a probe's time. The sandbox's kubeconfig (kwokctl writes it) names the API server, its CA and
+the admin's client certificate and key as files; nothing else of a kubeconfig is needed here.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from themelio_gpu.sandbox.errors import SandboxError
+
+TIMEOUT_SECONDS = 60.0
+
+_GROUPS = {
+    "Namespace": ("/api/v1", "namespaces", False),
+    "Node": ("/api/v1", "nodes", False),
+    "Pod": ("/api/v1", "pods", True),
+    "Event": ("/api/v1", "events", True),
+    "ResourceQuota": ("/api/v1", "resourcequotas", True),
+    "DaemonSet": ("/apis/apps/v1", "daemonsets", True),
+    "DeviceClass": ("/apis/resource.k8s.io/v1", "deviceclasses", False),
+    "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices", False),
+    "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
+    "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+}
+"""Kind -> (API path, resource, namespaced): the kinds the probes touch."""
+
+
+def path(kind: str, namespace: str | None = None, name: str | None = None) -> str:
+    """The REST path of a kind's collection (every namespace's without `namespace`), or of one object."""
+    prefix, resource, namespaced = _GROUPS[kind]
+    where = f"{prefix}/namespaces/{namespace}/{resource}" if namespaced and namespace else f"{prefix}/{resource}"
+    return f"{where}/{name}" if name else where
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: Any
+
+    @property
+    def message(self) -> str:
+        """The API server's own words for a refusal (a Status object's message)."""
+        if isinstance(self.body, dict):
+            return str(self.body.get("message") or self.body)
+        return str(self.body)
+
+
+class Rest:
+    """One sandbox's API server, as its kubeconfig names it."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        server = urllib.parse.urlsplit(cluster["server"])
+        self.host, self.port = server.hostname or "127.0.0.1", server.port or 443
+        self.context = ssl.create_default_context(cafile=cluster["certificate-authority"])
+        self.context.load_cert_chain(user["client-certificate"], user["client-key"])
+
+    def request(self, method: str, where: str, body: Any = None) -> Answer:
+        connection = http.client.HTTPSConnection(
+            self.host, self.port, context=self.context, timeout=TIMEOUT_SECONDS
+        )
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            connection.request(method, where, body=data, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            text = response.read().decode()
+        except OSError as error:
+            raise SandboxError(f"the sandbox's API server did not answer {method} {where}: {error}") from None
+        finally:
+            connection.close()
+        try:
+            parsed: Any = json.loads(text) if text else None
+        except json.JSONDecodeError:
+            parsed = text
+        return Answer(response.status, parsed)
+
+    def get(self, where: str) -> Any:
+        answer = self.request("GET", where)
+        if answer.status != 200:
+            raise SandboxError(f"GET {where}: {answer.status} {answer.message}")
+        return answer.body
+
+    def items(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every object of the kind (in the namespace), each with its kind and apiVersion as `kubectl get` gives
+        them (a list's items come without)."""
+        listed = self.get(path(kind, namespace))
+        return [{"apiVersion": listed["apiVersion"], "kind": kind, **item} for item in listed["items"]]
+
+    def create(self, document: dict[str, Any]) -> str | None:
+        """Create the object; None, or the API server's refusal (its message)."""
+        namespace = document.get("metadata", {}).get("namespace")
+        answer = self.request("POST", path(document["kind"], namespace), document)
+        return None if answer.status in (200, 201) else answer.message
+
+    def create_all(self, documents: list[dict[str, Any]]) -> None:
+        """Create each object; a refusal is a SandboxError."""
+        for document in documents:
+            refused = self.create(document)
+            if refused is not None:
+                raise SandboxError(f"creating {document['kind']} {document['metadata']['name']}: {refused}")
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> None:
+        """Delete the object at once (no grace period); one that is gone already is fine."""
+        where = path(kind, namespace, name) + "?gracePeriodSeconds=0"
+        answer = self.request("DELETE", where)
+        if answer.status not in (200, 202, 404):
+            raise SandboxError(f"DELETE {where}: {answer.status} {answer.message}")
+
+    def serves_dra(self) -> bool:
+        """The API server serves resource.k8s.io/v1 (from 1.34; before it, a device-plugin-only cluster)."""
+        answer = self.request("GET", "/apis/resource.k8s.io")
+        versions = (
+            answer.body.get("versions", []) if answer.status == 200 and isinstance(answer.body, dict) else []
+        )
+        return any(v.get("version") == "v1" for v in versions)
