@@ -195,25 +195,6 @@ def test_the_operators_own_classes_are_shown_but_not_compared() -> None:
     assert not rows["nvidia.com/h100"].uncompared
 
 
-def test_a_reserved_pool_is_probed_through_the_flavor_kueue_yaml_gives_its_queue_and_only_there() -> None:
-    fleet = load_fleet(FLEETS / "consumers" / "catalog" / "gpu-catalog.yaml", FLEETS / "consumers" / "stacks")
-    plan = fleet.cluster("reserved")
-    assert plan is not None
-    rows = planned_rows(plan)
-    queued = {r.key: r for r in rows if " via queue " in r.key}
-    assert {r.key.split(" via ")[0] for r in queued.values()} == {
-        "nvidia.com/h100",
-        "nvidia.com/gpu-48gb",
-        "nvidia.com/gpu",
-    }
-    assert all(r.expected == landed(["h100-train"]) and "queue training" in r.key for r in queued.values())
-    pod = next(iter(queued.values())).ask
-    assert pod.selector[plan.names.pool_label] == "h100-train"  # the flavor's node label
-    assert {"key": "themelio.io/reserved", "operator": "Exists", "effect": "NoSchedule"} in pod.tolerations
-    # The offering's own pods stay off the reserved pools.
-    assert rows_by_key(plan)["nvidia.com/h100"].expected == landed(["h100-open"])
-
-
 def test_no_row_of_any_fixture_cluster_is_without_a_models_answer() -> None:
     for fleet_name, plan in fixture_plans():
         for row in planned_rows(plan):
@@ -358,7 +339,7 @@ def test_probe_json_is_alone_on_stdout(
     import argparse
     import contextlib
 
-    from themelio_gpu.sandbox import daemonsets, probe, workflow
+    from themelio_gpu.sandbox import daemonsets, karpenter_probe, kueue_probe, probe, workflow
 
     plan = example("gpu-east")
     row = probe.Row("nvidia.com/a100", 1, landed(["a100-whole"]), PLACEMENTS, real=landed(["a100-whole"], "n"))
@@ -367,6 +348,9 @@ def test_probe_json_is_alone_on_stdout(
     monkeypatch.setattr(probe, "probe", lambda *a: [row])
     monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
     monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
+    monkeypatch.setattr(kueue_probe, "probe_kueue", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
     args = argparse.Namespace(json=True, daemonset_model=lambda *a: [])
     assert workflow._probe(args, plan, object()) == 0  # type: ignore[arg-type]
     out, err = capsys.readouterr()
@@ -474,8 +458,8 @@ def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
     chart repository alone (helm renders; no control plane): the DRA kubelet plugin on every DRA node of
     gpu-east, and, where an override empties its tolerations, on no node of the tainted pools."""
     from tests.requirements import binary, shared_path
-    from themelio_gpu.sandbox.components import chart_repository
     from themelio_gpu.sandbox.cluster import SANDBOX_DIR_ENV, Sandbox
+    from themelio_gpu.sandbox.components import chart_repository
     from themelio_gpu.sandbox.nodes import simulated_nodes
     from themelio_gpu.verify.sandbox_prediction import predict
 

@@ -4,8 +4,8 @@ A throwaway copy of the fixture fleet `probe-mutations` is deployed once to a sa
 scheduler and controllers). The untouched probe agrees on every row. Then each mutation breaks one thing,
 where the fault would live: in the cluster's live state (a DeviceClass, a node's labels or taints, as a drifted
 cluster has them), or in what the cluster is given beside the stack (the namespace's ResourceQuota that
-`catalog quota` writes, the ResourceFlavor of `kueue.yaml`). The whole probe runs (placement, quota, DaemonSets)
-and the mutation is reverted. The probe must fail exactly the rows that go through what was broken, listed
+`catalog quota` writes, the ResourceFlavor of `kueue.yaml`). The whole probe runs (placement, quota, the Jobs
+through Kueue's own controller, DaemonSets) and the mutation is reverted. The probe must fail exactly the rows that go through what was broken, listed
 below and in docs/sandbox.md, and no other; the models (the fleet's own files) are never changed.
 
 Needs the tools of `make sandbox-tools` and ../shared's charts (skipped with the reason without them; in CI
@@ -24,15 +24,15 @@ from typing import Any
 
 import pytest
 
-from tests.requirements import unavailable
 from tests.live_sandbox import charts, processes_of
+from tests.requirements import unavailable
 from themelio_gpu.dryrun.cel_kubernetes import compile_selector
 from themelio_gpu.k8s.dra import implicit_name
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.render import contracts
 from themelio_gpu.render import kueue as rendered_kueue
-from themelio_gpu.sandbox import admission, daemonsets, deploy, probe
+from themelio_gpu.sandbox import admission, daemonsets, deploy, kueue_probe, probe
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.tools import Toolbox
@@ -87,12 +87,14 @@ def failing(live: Live) -> tuple[set[str], str]:
     """Every row of a whole probe that disagrees with the model, and the probe's tables (for the message)."""
     rows = probe.probe(live.plan, live.sandbox, live.tools)
     quota = admission.quota_probe(live.plan, live.sandbox, live.tools)
+    queued = kueue_probe.probe_kueue(live.plan, live.sandbox, live.tools)
     placed = daemonsets.compare(live.tools, live.sandbox, predict(live.plan, live.sandbox, live.tools))
     found = {f"placement: {r.key}" for r in rows if not r.agrees}
     found |= {f"quota {q.grant}: {q.tried}" for q in quota if not q.agrees}
+    found |= {f"kueue: {k.key}" for k in queued if not k.agrees}
     found |= {f"daemonset: {d.name}" for d in placed if not d.agrees}
-    text = "\n".join([probe.as_table(rows), admission.quota_table(quota), daemonsets.as_table(placed)])
-    return found, text
+    tables = [probe.as_table(rows), admission.quota_table(quota), kueue_probe.as_table(queued)]
+    return found, "\n".join([*tables, daemonsets.as_table(placed)])
 
 
 # --- the mutations ----------------------------------------------------------------------------------------
@@ -281,11 +283,15 @@ MUTATIONS: dict[str, tuple[Any, set[str]]] = {
     ),
     "a pool label dropped": (
         pool_label_dropped,
-        {"placement: nvidia.com/l4 via queue inference (flavor pool-l4-inference)"},
+        {
+            "kueue: nvidia.com/l4 x1 through inference (fits its quota; reserved pool l4-inference, the queue that grants it)"
+        },
     ),
     "a Kueue flavor without the reserved pool's toleration": (
         kueue_flavor_without_the_reserved_toleration,
-        {"placement: nvidia.com/h100 via queue training (flavor pool-h100-train)"},
+        {
+            "kueue: nvidia.com/h100 x1 through training (fits its quota; reserved pool h100-train, the queue that grants it)"
+        },
     ),
     "nvidia.com/dra-kubelet-plugin removed from nodes": (dra_kubelet_plugin_label_removed, {KUBELET_PLUGIN}),
 }

@@ -32,6 +32,12 @@ _GROUPS = {
     "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+    "Job": ("/apis/batch/v1", "jobs", True),
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads", True),
+    "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
+    "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
+    "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
+    "NodeClaim": ("/apis/karpenter.sh/v1", "nodeclaims", False),
 }
 """Kind -> (API path, resource, namespaced): the kinds the probes touch."""
 
@@ -68,13 +74,13 @@ class Rest:
         self.context = ssl.create_default_context(cafile=cluster["certificate-authority"])
         self.context.load_cert_chain(user["client-certificate"], user["client-key"])
 
-    def request(self, method: str, where: str, body: Any = None) -> Answer:
+    def request(self, method: str, where: str, body: Any = None, content_type: str = "application/json") -> Answer:
         connection = http.client.HTTPSConnection(
             self.host, self.port, context=self.context, timeout=TIMEOUT_SECONDS
         )
         try:
             data = json.dumps(body).encode() if body is not None else None
-            connection.request(method, where, body=data, headers={"Content-Type": "application/json"})
+            connection.request(method, where, body=data, headers={"Content-Type": content_type})
             response = connection.getresponse()
             text = response.read().decode()
         except OSError as error:
@@ -112,9 +118,17 @@ class Rest:
             if refused is not None:
                 raise SandboxError(f"creating {document['kind']} {document['metadata']['name']}: {refused}")
 
+    def patch(self, kind: str, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of the object; a refusal is a SandboxError."""
+        where = path(kind, namespace, name)
+        answer = self.request("PATCH", where, patch, "application/merge-patch+json")
+        if answer.status != 200:
+            raise SandboxError(f"PATCH {where}: {answer.status} {answer.message}")
+
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
-        """Delete the object at once (no grace period); one that is gone already is fine."""
-        where = path(kind, namespace, name) + "?gracePeriodSeconds=0"
+        """Delete the object at once (no grace period) and what it owns after it (a Job's pods); one that is gone
+        already is fine."""
+        where = path(kind, namespace, name) + "?gracePeriodSeconds=0&propagationPolicy=Background"
         answer = self.request("DELETE", where)
         if answer.status not in (200, 202, 404):
             raise SandboxError(f"DELETE {where}: {answer.status} {answer.message}")
