@@ -238,3 +238,16 @@ def test_the_slice_writer_publishes_a_launched_nodes_gpus_owned_by_the_node() ->
     ]
     attributes = made["spec"]["devices"][0]["attributes"]
     assert attributes["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
+
+
+def test_validate_warns_on_a_karpenter_pool_serving_its_gpus_only_through_dra(tmp_path: Path) -> None:
+    from themelio_gpu.plan.pools import karpenter_dra_pools
+
+    plan = fixture("coverage", "fx-karpenter-taints")
+    warned = karpenter_dra_pools(plan.definition)
+    assert [w[0] for w in warned] == [
+        ("nodePools", 0, "provisioning", "karpenter"),
+        ("nodePools", 1, "provisioning", "karpenter"),
+    ]
+    assert "Keep warm nodes in it, or serve it through the device plugin (dra: false)" in warned[0][1]
+    assert karpenter_dra_pools(fixture("example", "gpu-east").definition) == []  # no Karpenter pool
