@@ -94,13 +94,10 @@ verify-fixtures: charts-all
 terraform-check: .venv/.synced
 	$(VENV)/python -m themelio_gpu terraform-check $(ARGS)
 
-# The same on every fixture fleet of the tests (every backend, access kind, pool kind, chart and mode).
+# The same on every fixture fleet of the tests (every backend, access kind, pool kind, chart and mode), in one run
+# (each stack reported as <fleet>/<cluster>).
 terraform-check-fixtures: .venv/.synced
-	@for fleet in tests/fixtures/fleets/*/; do \
-	  echo "== $$fleet"; \
-	  $(VENV)/python -m themelio_gpu terraform-check --catalog $${fleet}catalog/gpu-catalog.yaml \
-	    --stacks-dir $${fleet}stacks $(ARGS) || exit 1; \
-	done
+	$(VENV)/python -m themelio_gpu terraform-check $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)
 
 schemas: .venv/.synced
 	$(VENV)/python -m themelio_gpu schema

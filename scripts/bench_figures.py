@@ -14,7 +14,8 @@ GOAL_LINEAR = ((100, 1000), 10.0)  # t(1000 clusters) / t(100 clusters): no fast
 GOAL_MEMORY_SIZE, GOAL_MEMORY_MIB = 1000, 1024  # peak of every process of the 1,000-cluster synthesis
 GOAL_EDIT_RATIO = 3.0  # t(synth after a one-cluster edit) / t(synth of a one-cluster fleet)
 GOAL_CHANGED_RATIO = 3.0  # t(`changed --base-ref --head` after that edit) / t(synth of a one-cluster fleet)
-GOAL_CHANGED_MEMORY_MIB = 300
+GOAL_CHANGED_MEMORY_MIB = 300  # and the same for `changed` without --head, in a fresh clone, no cache
+GOAL_WORKFLOW_RATIO = 3.0  # t(the generated workflow's steps up to the matrix, cache hit) / t(one-cluster fleet)
 CHANGED_TOOL_FLEET_SIZE = 100  # the tool-change goal: every stack of this many clusters synthesized by the base
 PAYS_SHARE = 0.10  # a speed-up relying on a dependency's internals must save this share of CPU on one fleet
 MIB = 1024 * 1024
@@ -162,6 +163,21 @@ def _changed_goals(changed: Mapping[str, Mapping[str, Any]]) -> list[dict[str, A
             GOAL_CHANGED_MEMORY_MIB,
             digits=0,
         ),
+        ratio_goal(
+            "changed-no-head",
+            f"t(changed --base-ref, no --head, no cache, one-cluster edit of {EDIT_FLEET_SIZE} clusters) / "
+            "t(synth of a one-cluster fleet)",
+            changed["one_cluster_no_head"],
+            changed["one_cluster_fleet"],
+            GOAL_CHANGED_RATIO,
+        ),
+        goal(
+            "changed-no-head-memory",
+            "peak MiB of that changed (every process's peak, summed)",
+            int(changed["one_cluster_no_head"]["memory_kib"]["tree_peak_upper_bound"]) / 1024,
+            GOAL_CHANGED_MEMORY_MIB,
+            digits=0,
+        ),
         goal(
             "changed-edit-listed",
             f"stacks listed (expected exactly {n_one}), and synthesized here: the base's alone",
@@ -191,6 +207,39 @@ def _changed_goals(changed: Mapping[str, Mapping[str, Any]]) -> list[dict[str, A
             and all(tool["base_by_its_own_code"])
             and note.startswith("every stack compared")
             and "the tool differs" in note,
+        ),
+    ]
+
+
+def _workflow_goals(changed: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The generated workflow's `changed` job in a fresh clone after a one-cluster edit: its steps up to the
+    matrix with a cache hit, against a one-cluster fleet's synthesis; what each run synthesized and said."""
+    hit, miss = changed["workflow_hit"], changed["workflow_miss"]
+    n = len(hit["expected"])
+    return [
+        ratio_goal(
+            "workflow",
+            f"t(the workflow's steps up to the matrix, cache hit, one-cluster edit of {EDIT_FLEET_SIZE} clusters, "
+            "fresh clone) / t(synth of a one-cluster fleet)",
+            hit,
+            changed["one_cluster_fleet"],
+            GOAL_WORKFLOW_RATIO,
+        ),
+        goal(
+            "workflow-listed",
+            f"the matrix's size with and without a cache hit (expected exactly {n}); with a hit, the stack files "
+            "written and `changed` synthesizing nothing; each summary saying hit or miss",
+            float(max([*hit["matrix_size"], *miss["matrix_size"]], default=0)),
+            float(n),
+            digits=0,
+            ok=hit["matrix_size"] == [n]
+            and miss["matrix_size"] == [n]
+            and hit["stack_files_written"] == [n]
+            and hit["changed_synthesis_lines"] == [0]
+            and len(hit["summary"]) == 1
+            and hit["summary"][0].startswith("Synthesis: cache hit")
+            and len(miss["summary"]) == 1
+            and miss["summary"][0].startswith("Synthesis: cache miss"),
         ),
     ]
 
@@ -249,6 +298,7 @@ def derive(
         ),
         *(_edit_goals(edits) if edits is not None else []),
         *(_changed_goals(changed) if changed is not None else []),
+        *(_workflow_goals(changed) if changed is not None and "workflow_hit" in changed else []),
     ]
     rows = ablated or []
     derived: dict[str, Any] = {
@@ -338,10 +388,23 @@ def render_changed(changed: Mapping[str, Mapping[str, Any]]) -> list[str]:
         "catalog": f"catalog edit served by {len(changed['catalog']['expected'])} clusters, no --head",
         "tool": f"another tool in the base commit, {CHANGED_TOOL_FLEET_SIZE} clusters, --head",
     }
-    return [
+    lines = [
         f"changed --base-ref HEAD, {EDIT_FLEET_SIZE} clusters (each run with an empty cache unless warm):",
-        *("  " + _run_line(label, changed[key]) for key, label in labels.items()),
+        *("  " + _run_line(label, changed[key]) for key, label in labels.items() if key in changed),
     ]
+    steps = {
+        "workflow_hit": "cache hit: restore, synthesize, changed",
+        "workflow_miss": "cache miss: synthesize, changed",
+    }
+    if "workflow_hit" in changed:
+        lines.append(
+            f"the generated workflow's changed job, fresh clone, one-cluster edit of {EDIT_FLEET_SIZE} clusters:"
+        )
+        for key, label in steps.items():
+            item = changed[key]
+            walls = "; ".join(", ".join(f"{w:.2f}" for w in run) for run in item["steps_wall_s"])
+            lines.append(f"  {_run_line(label, item)}; steps s: {walls}; matrix {item['matrix_size']}")
+    return lines
 
 
 def render_table(result: Mapping[str, Any]) -> str:

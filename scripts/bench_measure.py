@@ -60,15 +60,15 @@ class TreeSampler(threading.Thread):
             self.done.wait(0.1)
 
 
-def measure(command: Sequence[str], env: Mapping[str, str], errors: list[str] | None = None) -> dict[str, Any]:
-    """Run `command` and measure it: wall and CPU time, peak memory by process name and summed (KiB).
+def measure(
+    command: Sequence[str], env: Mapping[str, str], errors: list[str] | None = None, cwd: Path = PROJECT_ROOT
+) -> dict[str, Any]:
+    """Run `command` in `cwd` and measure it: wall and CPU time, peak memory by process name and summed (KiB).
 
     Its stderr is appended to `errors` when given."""
     with tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
-        process = subprocess.Popen(
-            command, cwd=PROJECT_ROOT, env=dict(env), stdout=subprocess.DEVNULL, stderr=stderr
-        )
+        process = subprocess.Popen(command, cwd=cwd, env=dict(env), stdout=subprocess.DEVNULL, stderr=stderr)
         sampler = TreeSampler(process.pid)
         sampler.start()
         _, status, usage = os.wait4(process.pid, 0)

@@ -9,7 +9,8 @@ In one run (ratios only mean something within one run on the same machine), inte
 the floors (`python -c "import cdktf"`, the app's import floor), `python main.py` on the example fleet and
 on synthetic fleets (checked with `load_fleet` first), the ablation (the example fleet and 100 clusters with
 each speed-up of themelio_gpu/speedups.py switched off alone), synthesis after a one-cluster and a catalog
-edit of 1,000 clusters, and `changed --base-ref HEAD` in a git repository of that fleet. docs/performance.md
+edit of 1,000 clusters, `changed --base-ref HEAD` in a git repository of that fleet, and the generated GitHub
+Actions workflow's `changed` job in a fresh clone of it, with and without a cache hit. docs/performance.md
 says what each figure and goal is. Memory is each process's kernel peak (`VmHWM`, read every 0.1 s over the
 process tree), summed: an upper bound of the tree's peak.
 
@@ -59,6 +60,7 @@ from bench_fleet import (  # noqa: E402
     write_fleet,
 )
 from bench_measure import Series, measure, stats  # noqa: E402
+from bench_workflow import WorkflowSeries, kept_synthesis  # noqa: E402
 
 DEFAULT_SIZES = (1, 10, 100, 1000)
 DEFAULT_OUT = PROJECT_ROOT / "bench-results" / "benchmark.json"
@@ -242,7 +244,13 @@ def changed_series(
         ),
         env,
     )
+    # The generated workflow's job in a fresh clone: with the base commit's kept synthesis (a cache hit), and
+    # without (a miss).
+    kept = kept_synthesis(repo, work / "kept-base", env)
+    clone_edit = (one[0].relative_to(repo).as_posix(), one[1])
     return {
+        "workflow:hit": WorkflowSeries("hit", repo, clone_edit, kept, work),
+        "workflow:miss": WorkflowSeries("miss", repo, clone_edit, None, work),
         "changed:one-cluster": ChangedSeries("one-cluster", repo, ["--head", str(head)], one, work),
         "changed:one-cluster:no-head": ChangedSeries("no-head", repo, [], one, work),
         "changed:one-cluster:no-head-warm": ChangedSeries("no-head-warm", repo, [], one, work, warm=True),
@@ -300,6 +308,8 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path, engine: str) ->
     series = {
         "1": one_cluster,
         "changed:one-cluster": changed.pop("changed:one-cluster"),
+        "workflow:hit": changed.pop("workflow:hit"),
+        "changed:one-cluster:no-head": changed.pop("changed:one-cluster:no-head"),
         "edit:one-cluster": EditSeries(main_py(*edit_fleet), base, edited_cluster(edit_fleet[1])),
         **series,
         "edit:catalog": EditSeries(main_py(*edit_fleet), base, edited_catalog(edit_fleet[0])),
@@ -329,6 +339,8 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path, engine: str) ->
         "one_cluster_no_head_warm": series["changed:one-cluster:no-head-warm"].stats(),
         "catalog": {**series["changed:catalog"].stats(), "expected": catalog_edit_clusters()},
         "tool": {**series["changed:tool"].stats(), "expected_stacks": CHANGED_TOOL_FLEET_SIZE},
+        "workflow_hit": {**series["workflow:hit"].stats(), "expected": one},
+        "workflow_miss": {**series["workflow:miss"].stats(), "expected": one},
     }
     return {
         "floors": floors,

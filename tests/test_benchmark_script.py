@@ -247,6 +247,7 @@ def test_the_changed_goals_need_the_time_the_memory_and_exactly_what_each_scenar
             **_figures(2.5, 3.5, peak_mib=280),
             "expected": ["bench-0007"],
         },
+        "one_cluster_no_head": _figures(2.0, 3.2, peak_mib=290),
         # The head's 2 stacks were synthesized, but the base's 3: one more than the edit changes.
         "catalog": {
             **_changed([["bench-0001", "bench-0011"]], [{"base": 3, "head": 2}]),
@@ -262,13 +263,50 @@ def test_the_changed_goals_need_the_time_the_memory_and_exactly_what_each_scenar
     goals = {g["name"]: g for g in script("bench_figures")._changed_goals(changed)}
     assert goals["changed"]["value"] == pytest.approx(3.0) and goals["changed"]["ok"] is True  # median of 2.5, 3.5
     assert goals["changed-memory"]["value"] == 280 and goals["changed-memory"]["ok"] is True
+    assert goals["changed-no-head"]["value"] == pytest.approx(2.6) and goals["changed-no-head"]["ok"] is True
+    assert goals["changed-no-head-memory"]["value"] == 290 and goals["changed-no-head-memory"]["ok"] is True
     assert goals["changed-edit-listed"]["ok"] is True
     assert goals["changed-catalog-listed"]["ok"] is False
     assert goals["changed-tool"]["ok"] is True
     changed["tool"]["notes"] = ["3 of 100 stacks have the same inputs on both sides"]  # not every stack compared
     changed["one_cluster"]["synthesized"] = [{"base": 1, "head": 1}]  # the head folder was not read
     changed["one_cluster"] = {**changed["one_cluster"], **_figures(3.1, 3.2, peak_mib=301)}
+    changed["one_cluster_no_head"] = _figures(3.1, 3.5, peak_mib=301)
     goals = {g["name"]: g for g in script("bench_figures")._changed_goals(changed)}
-    assert [goals[n]["ok"] for n in ("changed", "changed-memory", "changed-edit-listed", "changed-tool")] == [
-        False
-    ] * 4
+    names = ("changed", "changed-memory", "changed-no-head", "changed-no-head-memory", "changed-edit-listed")
+    assert [goals[n]["ok"] for n in (*names, "changed-tool")] == [False] * 6
+
+
+def _workflow(hit: bool, walls: tuple[float, ...], **more: Any) -> dict[str, Any]:
+    summary = "Synthesis: cache hit: ..." if hit else "Synthesis: cache miss (nothing kept for 0 with this tool)"
+    return {
+        **_figures(*walls),
+        "expected": ["bench-0007"],
+        "matrix_size": [1],
+        "stack_files_written": [1 if hit else 1000],
+        "changed_synthesis_lines": [0 if hit else 1],
+        "summary": [summary],
+        **more,
+    }
+
+
+def test_the_workflow_goals_need_the_time_and_the_matrix_and_a_hit_that_synthesizes_the_edit_alone() -> None:
+    figures = script("bench_figures")
+    changed = {
+        "one_cluster_fleet": _figures(1.0, 1.0),
+        "workflow_hit": _workflow(True, (2.0, 3.0)),
+        "workflow_miss": _workflow(False, (40.0, 50.0)),
+    }
+    goals = {g["name"]: g for g in figures._workflow_goals(changed)}
+    assert goals["workflow"]["value"] == pytest.approx(2.5) and goals["workflow"]["ok"] is True
+    assert goals["workflow-listed"]["ok"] is True
+    for key, wrong in (
+        ("workflow_hit", {"stack_files_written": [2]}),  # the hit synthesized more than the edit
+        ("workflow_hit", {"changed_synthesis_lines": [1]}),  # changed synthesized a stack of the base
+        ("workflow_miss", {"matrix_size": [0]}),
+        ("workflow_miss", {"summary": ["Synthesis: cache hit: ..."]}),  # a miss said to be a hit
+    ):
+        broken = {**changed, key: {**changed[key], **wrong}}
+        assert {g["name"]: g for g in figures._workflow_goals(broken)}["workflow-listed"]["ok"] is False, wrong
+    slow = {**changed, "workflow_hit": _workflow(True, (3.1, 3.2))}
+    assert {g["name"]: g for g in figures._workflow_goals(slow)}["workflow"]["ok"] is False

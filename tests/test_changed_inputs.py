@@ -59,6 +59,18 @@ def without_notes(report: str) -> Any:
     return data
 
 
+def as_counted(full: str, report: str) -> str:
+    """The full comparison's JSON `full` without the address counts `report` leaves out (null): those of
+    stacks whose inputs are the same on both sides and of which no synthesized file was at hand."""
+    ours, theirs = json.loads(report), json.loads(full)
+    uncounted = {s["name"] for s in ours["stacks"] if s["unchanged_resources"] is None}
+    assert all(s["status"] == "unchanged" for s in ours["stacks"] if s["name"] in uncounted)
+    for stack in theirs["stacks"]:
+        if stack["name"] in uncounted:
+            stack["unchanged_resources"] = None
+    return json.dumps(theirs)
+
+
 def synthesized(err: str) -> dict[str, int]:
     """How many stacks `changed` synthesized itself, per side's label (its progress lines on stderr)."""
     counts: dict[str, int] = {}
@@ -141,6 +153,8 @@ def test_after_any_edits_the_report_is_the_full_comparisons(
             out, err = capsys.readouterr()
             labels = (json.loads(out)["base"], json.loads(out)["head"]) if form == "json" else _labels(out)
             expected = full_comparison(fleet.paths, base, root, labels, form)
+            if form == "json":  # but for the counts of stacks it did not synthesize
+                expected = as_counted(expected, out)
             assert without_notes(out) == without_notes(expected), (edit, form)
             if form == "json":
                 VALIDATOR.validate(json.loads(out))
@@ -210,19 +224,21 @@ def test_a_cluster_edit_synthesizes_that_stack_alone_and_a_second_run_nothing(
     args = [*flags_of(fleet_repository), "--base-ref", "main", "--format", "json"]
     out, err = run(args, capsys)
     base_label, head_label = json.loads(out)["base"], json.loads(out)["head"]
-    assert synthesized(err) == {base_label: 1, head_label: 1 + 2}  # and the other two, to count their addresses
+    # Not the other two, not even to count their addresses: nothing synthesized of them is at hand.
+    assert synthesized(err) == {base_label: 1, head_label: 1}
     report = json.loads(out)
-    assert [(s["name"], s["status"]) for s in report["stacks"]] == [
-        ("gpu-east", "changed"),
-        ("gpu-lab", "unchanged"),
-        ("gpu-west", "unchanged"),
+    assert [(s["name"], s["status"], s["unchanged_resources"] is None) for s in report["stacks"]] == [
+        ("gpu-east", "changed", False),
+        ("gpu-lab", "unchanged", True),
+        ("gpu-west", "unchanged", True),
     ]
     assert report["notes"] == [
         "2 of 3 stacks have the same inputs on both sides (cluster plan, tool, packages, engine): unchanged, not "
         "synthesized; 1 compared address by address"
     ]
     full_out, full_err = run([*args, "--full"], capsys)
-    assert without_notes(out) == without_notes(full_out)
+    assert without_notes(out) == without_notes(as_counted(full_out, out))
+    assert all(s["unchanged_resources"] is not None for s in json.loads(full_out)["stacks"])
     assert json.loads(full_out)["notes"] == ["every stack compared address by address (--full)"]
     assert "synthesizing main with its own code" in full_err
     # Again on the same base: everything it needs is in the cache, and only the base's edited file is read.
@@ -234,7 +250,10 @@ def test_a_cluster_edit_synthesizes_that_stack_alone_and_a_second_run_nothing(
 
 
 def test_a_catalog_edit_synthesizes_exactly_the_stacks_serving_the_offering_on_each_side(
-    fleet_repository: Path, capsys: pytest.CaptureFixture[str], no_output_folder: Path
+    fleet_repository: Path,
+    capsys: pytest.CaptureFixture[str],
+    no_output_folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     offering = "nvidia.com/a100-mig-1g.5gb"
     catalog_file = fleet_repository / "catalog" / "gpu-catalog.yaml"
@@ -243,12 +262,17 @@ def test_a_catalog_edit_synthesizes_exactly_the_stacks_serving_the_offering_on_e
     catalog = yaml.safe_load(catalog_file.read_text())
     catalog["offerings"][offering]["description"] = "One seventh of an A100, for notebooks."
     catalog_file.write_text(yaml.safe_dump(catalog))
-    out, err = run([*flags_of(fleet_repository), "--base-ref", "main", "--format", "github-matrix"], capsys)
-    assert synthesized(err) == {
-        f"git main (commit {git(fleet_repository, 'rev-parse', 'main').strip()[:12]})": len(serving),
-        f"the fleet in {fleet_repository / 'stacks'} (synthesized now)": len(serving),
-    }
-    assert [s["stack"] for s in json.loads(out)["include"]] == sorted(serving)
+    # JSON too, which counts the addresses of the unchanged stacks where a file of theirs is at hand.
+    for form, cache in (("github-matrix", "first"), ("json", "second")):
+        monkeypatch.setenv(CACHE_ENV, str(fleet_repository.parent / f"cache-{cache}"))
+        out, err = run([*flags_of(fleet_repository), "--base-ref", "main", "--format", form], capsys)
+        assert synthesized(err) == {
+            f"git main (commit {git(fleet_repository, 'rev-parse', 'main').strip()[:12]})": len(serving),
+            f"the fleet in {fleet_repository / 'stacks'} (synthesized now)": len(serving),
+        }, form
+        listed = json.loads(out)["include"] if form == "github-matrix" else json.loads(out)["stacks"]
+        names = [s["stack"] if form == "github-matrix" else s["name"] for s in listed]
+        assert [n for n in names if form == "github-matrix" or n in serving] == sorted(serving)
 
 
 def test_a_commit_with_another_tool_is_compared_stack_by_stack_and_taken_from_the_cache_again(

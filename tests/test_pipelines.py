@@ -168,10 +168,9 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
 
-def test_the_workflows_synthesis_and_comparison_steps_run(tmp_path: Path) -> None:
-    """The `changed` job's own steps, run by bash in a repository laid out as this project is: a pull request
-    editing one cluster gets a matrix of that stack, no dangerous change, and the report in its summary."""
-    repo = tmp_path / "repo"
+def fleet_repository(repo: Path) -> str:
+    """A git repository laid out as this project is (the tool, main.py, the fixture fleet at the paths a fork
+    has it), one commit; its SHA."""
     shutil.copytree(ROOT / "themelio_gpu", repo / "themelio_gpu", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "main.py", repo)
     shutil.copytree(EXAMPLE_STACKS, repo / "stacks")
@@ -180,25 +179,35 @@ def test_the_workflows_synthesis_and_comparison_steps_run(tmp_path: Path) -> Non
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "fleet")
-    base = git(repo, "rev-parse", "HEAD").strip()
-    east = repo / "stacks" / "gpu-east.yaml"
-    east.write_text(east.read_text().replace("gpu-east-a100-02]", "gpu-east-a100-02, gpu-east-a100-03]"))
-    lab = repo / "stacks" / f"{LOCAL_STATE_CLUSTER}.yaml"  # changed too, but never planned: its state is local
-    lab.write_text(lab.read_text().replace("nodes: [lab-gpu-01]", "nodes: [lab-gpu-01, lab-gpu-02]"))
     (repo / ".venv").symlink_to(Path(sys.executable).parent.parent)  # what `scripts/setup.sh python` makes
-    # The repository's own fleet, at the paths a fork has it (a copy of the fixture fleet, made above).
-    inputs = f"--catalog {Path('catalog', 'gpu-catalog.yaml')} --stacks-dir stacks"
-    text = github_actions.workflow_text(inputs, "main", "terraform", [LOCAL_STATE_CLUSTER])
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+REPOSITORY_INPUTS = f"--catalog {Path('catalog', 'gpu-catalog.yaml')} --stacks-dir stacks"
+
+
+def run_changed_job(repo: Path, runner: Path, base: str, kept: Path | None) -> tuple[list[str], str, str]:
+    """The `changed` job's steps, in order, as the runner runs them: the cache's restore (a copy of `kept`, the
+    base commit's synthesis, or nothing: a miss), then the shell steps with the variables GitHub sets. Returns
+    the step outputs, the summary, and the comparison's stderr."""
+    text = github_actions.workflow_text(REPOSITORY_INPUTS, "main", "terraform", [LOCAL_STATE_CLUSTER])
     steps = job_steps(yaml.safe_load(text), "changed")
-    outputs, summary = tmp_path / "github-output", tmp_path / "summary.md"
+    shutil.rmtree(repo / "cdktf.out", ignore_errors=True)
+    if kept is not None:
+        shutil.copytree(kept, repo / "cdktf.out")
+    runner.mkdir()
+    outputs, summary = runner / "github-output", runner / "summary.md"
     env = {
         **os.environ,
         "BASE": base,
-        "RUNNER_TEMP": str(tmp_path / "runner"),
+        "KEPT": "true" if kept is not None else "",
+        "RUNNER_TEMP": str(runner),
         "GITHUB_OUTPUT": str(outputs),
         "GITHUB_STEP_SUMMARY": str(summary),
     }
+    err = ""
     for name in ("Synthesize", "Compare with the base"):
+        assert set(steps[name].get("env", {})) <= {"KEPT"}, "a variable this run does not set"
         result = subprocess.run(
             ["bash", "-e", "-c", steps[name]["run"]],
             cwd=repo,
@@ -208,7 +217,28 @@ def test_the_workflows_synthesis_and_comparison_steps_run(tmp_path: Path) -> Non
             check=False,
         )
         assert result.returncode == 0, (name, result.stdout, result.stderr)
-    assert outputs.read_text().splitlines() == [
+        err = result.stderr
+    return outputs.read_text().splitlines(), summary.read_text(), err
+
+
+def test_the_workflows_synthesis_and_comparison_steps_run_with_and_without_the_kept_synthesis(
+    tmp_path: Path,
+) -> None:
+    """The `changed` job's own steps, run by bash in a repository laid out as this project is: a pull request
+    editing one cluster gets a matrix of that stack, no dangerous change, and the report in its summary; with
+    the base commit's kept synthesis restored (a cache hit) the same, synthesizing only the edited stacks, and
+    the summary says which it was."""
+    repo = tmp_path / "repo"
+    base = fleet_repository(repo)
+    # What the base commit's own run keeps: its synthesis, made in its checkout.
+    subprocess.run([".venv/bin/python", "main.py", *REPOSITORY_INPUTS.split(), "--quiet"], cwd=repo, check=True)
+    kept = tmp_path / "kept"
+    shutil.move(repo / "cdktf.out", kept)
+    east = repo / "stacks" / "gpu-east.yaml"
+    east.write_text(east.read_text().replace("gpu-east-a100-02]", "gpu-east-a100-02, gpu-east-a100-03]"))
+    lab = repo / "stacks" / f"{LOCAL_STATE_CLUSTER}.yaml"  # changed too, but never planned: its state is local
+    lab.write_text(lab.read_text().replace("nodes: [lab-gpu-01]", "nodes: [lab-gpu-01, lab-gpu-02]"))
+    expected = [
         "dangerous=false",
         "matrix="
         + json.dumps(
@@ -216,10 +246,108 @@ def test_the_workflows_synthesis_and_comparison_steps_run(tmp_path: Path) -> Non
             separators=(",", ":"),
         ),
     ]
-    report = summary.read_text()
-    assert report.startswith("### Stacks this change touches") and "gpu-east  changed: 2 to create" in report
-    assert re.search(rf"^{LOCAL_STATE_CLUSTER} +changed", report, re.MULTILINE)
-    assert f"Not planned here (--skip-stack): {LOCAL_STATE_CLUSTER}; deploy them by hand" in report
+    reports = {}
+    for case, restored in (("miss", None), ("hit", kept)):
+        outputs, summary, err = run_changed_job(repo, tmp_path / f"runner-{case}", base, restored)
+        assert outputs == expected, case
+        assert summary.startswith("### Stacks this change touches") and "gpu-east  changed: 2 to create" in summary
+        assert re.search(rf"^{LOCAL_STATE_CLUSTER} +changed", summary, re.MULTILINE)
+        assert f"Not planned here (--skip-stack): {LOCAL_STATE_CLUSTER}; deploy them by hand" in summary
+        (said,) = [line for line in summary.splitlines() if line.startswith("Synthesis: ")]
+        assert said.startswith(f"Synthesis: cache {case}"), said
+        reports[case] = summary[summary.index("```") :].split("\n", 3)[3]  # without the base's name
+        if case == "hit":
+            # Only the edited stacks were written, and changed read both sides from the folders' records.
+            written = {
+                p.parent.name
+                for p in (repo / "cdktf.out" / "stacks").glob("*/cdk.tf.json")
+                if p.read_bytes() != (kept / p.relative_to(repo / "cdktf.out")).read_bytes()
+            }
+            assert written == {"gpu-east", LOCAL_STATE_CLUSTER}
+            assert "changed: synthesizing" not in err, err
+    assert reports["hit"] == reports["miss"]
+
+
+def test_the_kept_synthesis_is_restored_and_saved_under_the_commit_and_the_tools_files(tmp_path: Path) -> None:
+    steps = job_steps(yaml.safe_load(generate(tmp_path, "github-actions").read_text()), "changed")
+    restore, save = steps["Restore the base commit's synthesis"], steps["Keep this commit's synthesis"]
+    assert restore["uses"] == "actions/cache/restore@v4" and save["uses"] == "actions/cache/save@v4"
+    assert restore["with"]["path"] == save["with"]["path"] == "cdktf.out"  # the path is part of the cache's key
+    key = restore["with"]["key"]
+    assert key.replace("${{ env.BASE }}", "${{ github.sha }}") == save["with"]["key"]
+    assert key.endswith(github_actions.TOOL_HASH) and "steps.python.outputs.python-version" in key
+    assert save["if"] == "github.event_name != 'pull_request' && github.ref == 'refs/heads/main'"
+    names = list(steps)
+    assert (
+        names.index("Restore the base commit's synthesis") < names.index("Synthesize") < names.index(save["name"])
+    )
+    assert all(steps[n].get("env", {}).get("KEPT") == "${{ steps.kept.outputs.cache-hit }}" for n in names[-4:-2])
+
+
+def test_the_cache_key_covers_every_file_of_the_tool_and_none_a_run_leaves(tmp_path: Path) -> None:
+    """What GitHub's hashFiles matches of CODE_FILES: every file incremental synthesis counts as the tool's
+    code, and no .pyc (written by the run itself, so the key saved after it would never match again)."""
+    patterns = github_actions.CODE_FILES
+    tool = {p.relative_to(ROOT).as_posix() for p in (ROOT / "themelio_gpu").rglob("*") if p.is_file()}
+    code = {f for f in tool if PurePosixPath(f).suffix in (".py", ".js", ".json") and "__pycache__" not in f}
+
+    def matched(name: str) -> bool:
+        return any(_glob_match(name, pattern) for pattern in patterns)
+
+    assert code and all(matched(f) for f in code)
+    assert not matched("themelio_gpu/__pycache__/cli.cpython-311.pyc")
+    assert all(matched(f) for f in ("main.py", "Pipfile.lock", "package-lock.json"))
+
+
+def _glob_match(name: str, pattern: str) -> bool:
+    """`pattern` as hashFiles reads it (`**` any folders, `*` within one name) matching `name`."""
+    regex = re.escape(pattern).replace(r"\*\*/", "(?:.*/)?").replace(r"\*", "[^/]*")
+    return re.fullmatch(regex, name) is not None
+
+
+def test_main_py_keep_starts_from_the_kept_synthesis_and_takes_only_the_stacks_of_these_inputs(
+    tmp_path: Path,
+) -> None:
+    """The Atlantis hook's synthesis, in two fresh clones: the first keeps its synthesis, the second starts from
+    it and writes only what its edit changed; a kept stack file changed since is written again, and what
+    Terraform leaves in a stack folder is not kept."""
+    repo = tmp_path / "repo"
+    fleet_repository(repo)
+    hook = atlantis.hook_command(REPOSITORY_INPUTS)
+    prefix = "scripts/setup.sh python && "
+    assert hook.startswith(prefix)  # setup installs what `.venv` holds here
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "BASE_REPO_OWNER": "acme", "BASE_REPO_NAME": "fleet"}
+    kept = tmp_path / "home" / ".cache" / "themelio-gpu" / "kept" / "acme" / "fleet"
+
+    def hook_run(clone: Path, *more: str) -> subprocess.CompletedProcess[str]:
+        shutil.rmtree(clone, ignore_errors=True)
+        git(tmp_path, "clone", "-q", str(repo), str(clone))
+        (clone / ".venv").symlink_to(Path(sys.executable).parent.parent)
+        for edit in more:
+            path = clone / "stacks" / "gpu-east.yaml"
+            path.write_text(path.read_text().replace("gpu-east-a100-02]", f"gpu-east-a100-02, {edit}]"))
+        command = hook.removeprefix(prefix).replace(" --quiet", "")  # the progress lines say what is written
+        return subprocess.run(
+            ["sh", "-c", command], cwd=clone, env=env, capture_output=True, text=True, check=True
+        )
+
+    first = hook_run(tmp_path / "clone-1")
+    assert "no synthesis kept in" in first.stderr and "writing 3 stacks" in first.stdout
+    assert (kept / ".themelio-inputs.json").is_file()
+    (kept / "stacks" / "gpu-west" / ".terraform").mkdir()  # as if Terraform had run in a kept folder
+    second = hook_run(tmp_path / "clone-2", "gpu-east-a100-03")
+    assert "is the start: only the stacks whose inputs changed are synthesized" in second.stderr
+    assert "writing 1 stack (2 unchanged)" in second.stdout
+    assert not (tmp_path / "clone-2" / "cdktf.out" / "stacks" / "gpu-west" / ".terraform").exists()
+    assert not (kept / "stacks" / "gpu-west" / ".terraform").exists()
+    west = kept / "stacks" / "gpu-west" / "cdk.tf.json"
+    west.write_text(west.read_text().replace("gpu-operator", "gpu-operator-edited", 1))  # not what was recorded
+    third = hook_run(tmp_path / "clone-3", "gpu-east-a100-03")
+    assert "writing 1 stack (2 unchanged)" in third.stdout  # gpu-west again; gpu-east is the kept one now
+    assert (tmp_path / "clone-3" / "cdktf.out" / "stacks" / "gpu-west" / "cdk.tf.json").read_text() == (
+        tmp_path / "clone-1" / "cdktf.out" / "stacks" / "gpu-west" / "cdk.tf.json"
+    ).read_text()
+    assert sorted(p.name for p in kept.parent.iterdir()) == ["fleet"]  # no copy left beside it
 
 
 def test_atlantis_yaml_uses_only_the_keys_atlantis_reads(tmp_path: Path) -> None:
@@ -391,5 +519,6 @@ def test_the_pipelines_synthesize_with_the_engine_they_were_written_under(
     assert yaml.safe_load(workflow.read_text(encoding="utf-8"))["env"]["THEMELIO_ENGINE"] == "cdktn"
     assert lint(workflow).returncode == 0
     assert atlantis.hook_command("--quiet") == (
-        "scripts/setup.sh python && THEMELIO_ENGINE=cdktn .venv/bin/python main.py --quiet --quiet"
+        "scripts/setup.sh python && THEMELIO_ENGINE=cdktn .venv/bin/python main.py --quiet --quiet --keep "
+        + atlantis.KEEP
     )

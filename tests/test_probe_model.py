@@ -251,6 +251,29 @@ def test_a_device_the_grant_holds_is_not_there_for_the_namespaces_next_pod() -> 
     assert other == Outcome(Kind.QUOTA_PENDING, keys=("requests.nvidia.com/l4",))  # the L4 is free there
 
 
+def test_where_the_model_lets_the_grant_land_on_several_pools_the_next_answers_follow_where_it_did() -> None:
+    """quota-chart-gpu's lab: `nvidia.com/gpu` may land on the A10G, A100 or L4 pool, and the L4 pool has one GPU.
+    Once the grant took it, a pod on the L4 class's implicit name finds no device; had it landed elsewhere, the
+    scheduler would make the pod's claim and quota would refuse it."""
+    fleet = load_fleet(
+        FLEETS / "quota-chart-gpu" / "catalog" / "gpu-catalog.yaml", FLEETS / "quota-chart-gpu" / "stacks"
+    )
+    plan = fleet.cluster("lab")
+    assert plan is not None
+    quota = plan_quota(plan)
+    grants, _ = resolve_grants(quota, plan, [("nvidia.com/gpu", 1)])
+    found = admission._attempts(plan, next(iter(grants)))
+    implicit = next(a for a in found if a.tried == f"pod asking for {implicit_name('l4.gpu.themelio.io')}")
+    answers = {}
+    for pool in ("l4", "a100"):
+        ledger = admission.Ledger(plan, quota.hard(grants))
+        grant = ledger.answer(True, found[0])
+        assert grant.kind is Kind.LANDED and {"l4", "a100"} <= set(grant.pools)
+        ledger.observe(found[0], grant, landed([pool], "node"))
+        answers[pool] = ledger.answer(False, implicit).kind
+    assert answers == {"l4": Kind.PLACEMENT_PENDING, "a100": Kind.QUOTA_PENDING}
+
+
 def test_the_quota_models_answers_follow_the_quota_not_a_constant() -> None:
     """The same attempts against a quota whose a100 key is misspelt: one more is admitted and lands, the class's
     own ResourceClaim too; nothing else changes."""

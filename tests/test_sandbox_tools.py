@@ -192,3 +192,30 @@ def test_each_pin_is_applied_by_its_own_release_or_said_plainly_by_the_newest_of
         "kubernetes": {"source": "hashicorp/kubernetes", "version": "3.4.0"},
         "other": {"source": "example/other", "version": "1.0.0"},
     }}}) == {"kubernetes": "3.4.0"}  # fmt: skip
+
+
+def test_a_fork_without_the_archives_is_told_in_one_line_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from themelio_gpu.sandbox.errors import MissingToolError
+    from themelio_gpu.sandbox.tools import toolbox
+
+    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("THEMELIO_SOURCE_ARCHIVES", str(tmp_path / "no-such-folder"))
+    with pytest.raises(MissingToolError) as raised:
+        toolbox(("provider-kubernetes-2",))
+    message = str(raised.value)
+    assert "\n" not in message and "make sandbox-tools" in message
+    assert f"{tmp_path / 'no-such-folder'} is not there: set THEMELIO_SOURCE_ARCHIVES" in message
+    assert "THEMELIO_SANDBOX_PROVIDERS=registry" in message
+
+
+def test_with_the_registrys_providers_the_sandbox_pins_and_mirrors_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from themelio_gpu.sandbox import providers
+
+    monkeypatch.setenv("THEMELIO_ENGINE", "cdktn")
+    assert providers.provider_tools() == {"provider-kubernetes-3", "provider-helm-3.1.2"}
+    monkeypatch.setenv("THEMELIO_SANDBOX_PROVIDERS", "registry")
+    assert providers.provider_tools() == set()

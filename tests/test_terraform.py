@@ -410,7 +410,7 @@ def test_every_fixture_stack_validates_against_the_real_providers(
     assert run.code == 0, run.out + run.err
     assert "HashiCorp's, built from source by `make sandbox-tools` (kubernetes 2.38.0, kubernetes 3.2.1" in run.out
     count = len({path.split("/", 2)[1] for path in files})
-    assert f"{count} stacks: {count} validated (plan skipped: --no-plan)" in run.out
+    assert f"{count} stacks: {count} validated (plan skipped: --built-providers)" in run.out
     assert run.scratch_left == []
 
 
@@ -433,3 +433,23 @@ def test_a_value_only_the_real_provider_refuses_fails_validate_with_the_provider
     assert real.code == 1
     assert real.line("broken").startswith("broken: init ok") and "validate FAILED" in real.line("broken")
     assert "terraform validate said:" in real.out and "GPU_Catalog" in real.out and "RFC 1123" in real.out
+
+
+def test_several_fleets_are_checked_in_one_run_each_stack_named_by_its_fleet(
+    synthesized: Path, terraform_cli_config: Path, tmp_path: Path
+) -> None:
+    """(`synthesized` first: the session's jsii kernel keeps its folder in the temporary folder it started in.)"""
+    fleets = [str(FIXTURES / "fleets" / name) for name in ("example", "local-charts")]
+    run = run_check(
+        [arg for f in fleets for arg in ("--fleet", f)] + ["--no-plan"], terraform_cli_config, tmp_path / "s"
+    )
+    assert run.code == 0, run.out + run.err
+    assert run.line("example/gpu-east").startswith("example/gpu-east: init ok")
+    assert "validate ok" in run.line("local-charts/gpu-airgap")  # its chart archive travels with the stack
+    assert "4 stacks: 4 validated" in run.out and run.scratch_left == []
+    wrong = run_check(["--fleet", str(tmp_path), "--cluster", "gpu-east"], None, tmp_path / "s2")
+    assert wrong.code == 2 and wrong.out == ""
+    assert wrong.err.strip() == (
+        f"terraform-check: --fleet: {tmp_path} has no catalog/gpu-catalog.yaml and no stacks/; --fleet names each "
+        "fleet's folder: leave out --catalog, --stacks-dir, --outdir and --cluster"
+    )

@@ -45,3 +45,16 @@ def input_paths(catalog: str | None = None, stacks_dir: str | None = None) -> In
         catalog=Path(catalog or os.environ.get(CATALOG_ENV) or DEFAULT_CATALOG),
         stacks_dir=Path(stacks_dir or os.environ.get(STACKS_DIR_ENV) or DEFAULT_STACKS_DIR),
     )
+
+
+def fleet_folders(folders: list[str]) -> tuple[list[InputPaths], list[str]]:
+    """Each `--fleet DIR` as its inputs (DIR/catalog/gpu-catalog.yaml and DIR/stacks), and what is wrong with
+    any that lacks either (one line each; the caller says how it refuses)."""
+    fleets = [InputPaths(Path(f) / DEFAULT_CATALOG, Path(f) / DEFAULT_STACKS_DIR) for f in folders]
+    wrong = []
+    for folder, paths in zip(folders, fleets, strict=True):
+        missing = [] if paths.catalog.is_file() else [str(DEFAULT_CATALOG)]
+        missing += [] if paths.stacks_dir.is_dir() else [f"{DEFAULT_STACKS_DIR}/"]
+        if missing:
+            wrong.append(f"{folder} has no {' and no '.join(missing)}")
+    return fleets, wrong

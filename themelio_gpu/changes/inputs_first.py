@@ -9,7 +9,8 @@ which incremental synthesis relies on as well; so the report is the one comparin
 The stacks compared are found, in this order: a stack file on disk that is the stack (a folder's; the
 default output folder's for the same inputs), the cache by digest (cache.py), and else synthesized in this
 process from the plan, then kept in the cache. An unchanged stack is only counted (`unchanged_resources`)
-when a form of the report shows the count (JSON): from a file on disk, the cache, or else synthesized.
+when a form of the report shows the count (JSON), and only from a file at hand (on disk or in the cache):
+a stack whose inputs are the same on both sides is never synthesized, not even to count its addresses.
 """
 
 from __future__ import annotations
@@ -53,17 +54,23 @@ class StackFiles:
         recorded = self.side.recorded_file(name)
         return _Found(recorded[0], recorded[1], cached=False) if recorded is not None else None
 
+    def at_hand(self, name: str) -> _Found | None:
+        """A file for the stack on disk or in the cache (by its digest, when known), never synthesized."""
+        found = self.on_disk(name)
+        digest = self.side.stacks[name].digest
+        if found is None and self.cache is not None and digest is not None:
+            into = self.scratch / f"{self.tag}-cached" / STACKS_FOLDER / name / STACK_FILE
+            if self.cache.fetch(digest, into):
+                found = _Found(into, None, cached=True)
+        return found
+
     def find(self, names: Iterable[str]) -> None:
         """A file for each of these stacks: on disk, from the cache, or synthesized now (all at once)."""
         wanted = [n for n in names if n not in self.found]
         self.side.digests(wanted)
         to_synthesize = []
         for name in wanted:
-            found = self.on_disk(name)
-            if found is None and self.cache is not None:
-                into = self.scratch / f"{self.tag}-cached" / STACKS_FOLDER / name / STACK_FILE
-                if self.cache.fetch(self.side.digest(name), into):
-                    found = _Found(into, None, cached=True)
+            found = self.at_hand(name)
             if found is not None:
                 self.found[name] = found
             else:
@@ -147,6 +154,8 @@ def compare_sides(
             if base.stacks[n].same_as_head
             or (base.stacks[n].digest is not None and base.stacks[n].digest == head.stacks[n].digest)
         }
+        for side in (base, head):  # decided without synthesis: their plans are no longer needed
+            side.release(same)
         compared = len(names) - len(same)
         notes += (
             f"{len(same)} of {len(names)} stacks have the same inputs on both sides (cluster plan, tool, packages, "
@@ -173,14 +182,16 @@ def compare_sides(
 def _counts(
     names: list[str], base: StackFiles, head: StackFiles, counts: bool, problems: Problems
 ) -> dict[str, int | None]:
-    """The addresses of each unchanged stack (None each when not asked for): a file on disk of either side
-    (the head's first), else the cache or a synthesis of the head's stack."""
+    """The addresses of each unchanged stack (None each when not asked for): from a file on disk of either
+    side (the head's first), else the cache; None for a stack neither has (it is not synthesized to count)."""
     if not counts:
         return dict.fromkeys(names)
     for name in names:
         for files in (head, base):
-            if (on_disk := files.on_disk(name)) is not None:
-                files.found[name] = on_disk
+            if (found := files.at_hand(name)) is not None:
+                files.found[name] = found
                 break
-    head.find(n for n in names if n not in head.found and n not in base.found)
-    return {n: (head if n in head.found else base).count(n, problems) for n in names}
+    return {
+        n: (head if n in head.found else base).count(n, problems) if n in head.found or n in base.found else None
+        for n in names
+    }

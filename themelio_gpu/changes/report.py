@@ -11,7 +11,7 @@ from themelio_gpu.changes.compare import ACTIONS, STATUSES, Comparison, Resource
 from themelio_gpu.changes.dangerous import Danger
 from themelio_gpu.outputs.stack_folders import STACKS_FOLDER
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMATS = ("text", "json", "github-matrix")
 _SYMBOL = {"create": "+", "update": "~", "replace": "-/+", "destroy": "-", "move": "->"}
 _SHOWN_ATTRIBUTES = 4
@@ -44,16 +44,10 @@ def _stack_json(stack: StackChange) -> dict[str, Any]:
         "status": stack.status,
         "directory": directory(stack.name),
         "resources": [_resource_json(r) for r in stack.resources],
-        "unchanged_resources": _counted(stack),
+        "unchanged_resources": stack.unchanged_resources,
         "other_changes": list(stack.other_changes),
         "dangerous": [_danger_json(d) for d in stack.dangers],
     }
-
-
-def _counted(stack: StackChange) -> int:
-    if stack.unchanged_resources is None:
-        raise ValueError(f"{stack.name}: its unchanged addresses were not counted (changed counts them for JSON)")
-    return stack.unchanged_resources
 
 
 def _resource_json(change: ResourceChange) -> dict[str, Any]:

@@ -19,6 +19,7 @@ planned when its plan is needed after all (its stack is compared).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ class Stack:
     """A base stack left unplanned: its cluster file's bytes, the catalog and the tool are the head's."""
     ships_charts: bool = False
     """A folder's record says it ships a chart from a local chart folder (a plan says it itself)."""
+    planned: bool = False
+    """Its cluster file was checked and planned here, the plan let go since (Side.release)."""
 
 
 Planner = Callable[[list[str]], dict[str, ClusterPlan]]
@@ -101,6 +104,17 @@ class Side:
         for name, digest in plan_digests(plans, self.engine, self._memo).items():
             self.stacks[name].digest = digest
 
+    def release(self, names: Iterable[str]) -> None:
+        """Let go of the plans of these stacks (decided without them) and of the plans' shared digest memo, so
+        that the memory they take serves the synthesis (a thousand plans are tens of MB)."""
+        for name in names:
+            stack = self.stacks.get(name)
+            if stack is not None and stack.plan is not None:
+                stack.ships_charts, stack.planned, stack.plan = _ships_charts(stack), True, None
+        self._memo.clear()
+        if self.fleet is not None:
+            self.fleet = dataclasses.replace(self.fleet, clusters=())  # the plans left are in self.stacks
+
     def recorded_file(self, name: str) -> tuple[Path, str] | None:
         """The output folder's file of a planned stack, when its record has this stack's inputs."""
         record = self.index.stacks.get(name)
@@ -115,7 +129,7 @@ class Side:
         return {
             _checked_key(s.name, s.cluster_sha): s.digest or ""
             for s in self.stacks.values()
-            if s.cluster_sha is not None and (s.plan is not None or s.unread) and not _ships_charts(s)
+            if s.cluster_sha is not None and (s.plan is not None or s.planned or s.unread) and not _ships_charts(s)
         }
 
 

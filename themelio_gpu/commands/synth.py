@@ -41,19 +41,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="synthesize every stack (default: only those whose inputs changed since their files were written; "
         "the others' files stay, the same bytes either way)",
     )
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        help="a pipeline that starts from a fresh clone: when the output folder does not exist, start from the "
+        "synthesis kept in DIR (only the stacks whose inputs changed are synthesized), and keep this one there "
+        "afterwards (docs/pipelines.md)",
+    )
     # Synthesis runs in one process since workers stopped paying (docs/performance.md); pipelines that
     # still pass the flag keep working.
     parser.add_argument("--workers", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
-    from themelio_gpu.outputs.synth import summary_table, synthesize_files
+    from themelio_gpu.outputs import kept
+    from themelio_gpu.outputs.synth import output_target, summary_table, synthesize_files
 
     if args.workers is not None:
         print("note: --workers is no longer used: synthesis runs in one process", file=sys.stderr)
     not_here(args)
     outdir, progress = Path(args.outdir) if args.outdir else None, None if args.quiet else sys.stdout
+    keep = Path(args.keep) if args.keep else None
+    if keep is not None:
+        kept.restore(keep, output_target(outdir))
     fleet, result = synthesize_files(paths_of(args), outdir, progress, full=args.full)
+    if keep is not None:
+        kept.save(output_target(outdir), keep)
     for warning in [*map(str, fleet.warnings), *result.warnings]:
         print(f"warning: {warning}", file=sys.stderr)
     if not args.quiet:

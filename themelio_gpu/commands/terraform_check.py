@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from themelio_gpu import exits
 from themelio_gpu.commands.base import Commands, add_command, add_input_flags, load
+from themelio_gpu.plan.fleet import load_fleet
+from themelio_gpu.settings import fleet_folders
 
 if TYPE_CHECKING:
     from themelio_gpu.verify.terraform import BuiltProviders
@@ -25,6 +27,15 @@ def register(commands: Commands) -> None:
     add_input_flags(parser)
     parser.add_argument(
         "--outdir", help="check this synthesized output (e.g. cdktf.out) instead of synthesizing the fleet"
+    )
+    parser.add_argument(
+        "--fleet",
+        dest="fleets",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a fleet's folder (its catalog/gpu-catalog.yaml and stacks/) instead of --catalog and --stacks-dir; "
+        "repeat it to check several fleets in one run (each stack reported as <folder>/<cluster>)",
     )
     parser.add_argument(
         "--cluster", action="extend", nargs="+", metavar="NAME", help="check only these stacks (repeatable)"
@@ -52,11 +63,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"terraform-check: {error}", file=sys.stderr)
         return exits.BAD_INPUT
     wanted: list[str] = list(dict.fromkeys(args.cluster or ()))
+    fleets, wrong = fleet_folders(args.fleets)
+    if args.fleets and (args.catalog or args.stacks_dir or args.outdir or wanted):
+        wrong.append(
+            "--fleet names each fleet's folder: leave out --catalog, --stacks-dir, --outdir and --cluster"
+        )
+    if wrong:
+        print(f"terraform-check: --fleet: {'; '.join(wrong)}", file=sys.stderr)
+        return exits.BAD_INPUT
 
     def stacks_in(scratch: Path) -> dict[str, Path]:
         if args.outdir:
             return tf.outdir_stacks(Path(args.outdir), wanted)
-        return tf.fleet_stacks(load(args), wanted, scratch)
+        if not fleets:
+            return tf.fleet_stacks(load(args), wanted, scratch)
+        found: dict[str, Path] = {}
+        labels = [Path(f).name for f in args.fleets]
+        for number, (folder, paths) in enumerate(zip(args.fleets, fleets, strict=True)):
+            label = labels[number] if labels.count(labels[number]) == 1 else folder.rstrip("/")
+            fleet = load_fleet(paths.catalog, paths.stacks_dir)
+            stacks = tf.fleet_stacks(fleet, [], scratch / f"fleet-{number}")
+            found |= {f"{label}/{name}": path for name, path in stacks.items()}
+        return found
 
     from themelio_gpu.sandbox.errors import MissingToolError
 

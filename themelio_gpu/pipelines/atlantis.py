@@ -5,7 +5,8 @@ charts it ships from local chart folders.
 The stack folders are synthesized, not committed (docs/pipelines.md), so Atlantis must synthesize before it
 looks for projects: a `pre_workflow_hooks` entry of the server-side repo config, which runs after the clone
 and before autoplan (Atlantis skips a project whose folder does not exist). `hook_command` is that entry's
-command; docs/pipelines.md has the whole snippet. Keys as Atlantis v0.47.1 reads them (server/core/config/raw:
+command, starting from the synthesis the last run kept on the server (KEEP); docs/pipelines.md has the
+whole snippet. Keys as Atlantis v0.47.1 reads them (server/core/config/raw:
 repo_cfg.go, project.go, autoplan.go); tests/test_pipelines.py checks them.
 """
 
@@ -18,19 +19,22 @@ from typing import Any
 import yaml
 
 from themelio_gpu.outputs.stack_folders import STACKS_FOLDER
-from themelio_gpu.pipelines.generated_file import engine_env, header
+from themelio_gpu.pipelines.generated_file import TOOL_INPUTS, engine_env, header
 from themelio_gpu.settings import DEFAULT_OUTDIR
 
 COMMAND = "atlantis"
 DEFAULT_OUTPUT = "atlantis.yaml"
-# What every stack is synthesized from besides its cluster file and the catalog: the tool's code and what
-# pins its dependencies (Python packages, and through them jsii, cdktf and the provider bindings).
-TOOL_INPUTS = ("main.py", "themelio_gpu/**", "Pipfile.lock", "package-lock.json")
+
+
+KEEP = '"$HOME/.cache/themelio-gpu/kept/$BASE_REPO_OWNER/$BASE_REPO_NAME"'
+"""Where the hook keeps the repository's last synthesis on the Atlantis server, between runs (every run starts
+from a fresh clone): `main.py --keep` takes from it only the stacks whose recorded inputs are this clone's
+(outputs/kept.py). BASE_REPO_OWNER and BASE_REPO_NAME are set by Atlantis for its hooks."""
 
 
 def hook_command(inputs: str) -> str:
     engine = engine_env("{name}={value} ").replace('"', "")
-    return f"scripts/setup.sh python && {engine}.venv/bin/python main.py {inputs} --quiet"
+    return f"scripts/setup.sh python && {engine}.venv/bin/python main.py {inputs} --quiet --keep {KEEP}"
 
 
 def atlantis_text(

@@ -7,6 +7,10 @@ plan and apply on pushes to the main branch.
   those changed since the commit it is given;
 - applies of one stack never run at once (one concurrency group per stack, queued, never cancelled); a pull
   request's plans of a stack are one group per stack and pull request, a newer push cancelling the older;
+- the base commit's synthesis (cdktf.out with its record), kept by that commit's own run under a cache key of
+  the commit and the tool's files, is restored before the synthesis: only the stacks whose inputs changed are
+  synthesized, and `changed` compares with that folder; a cache miss costs one full synthesis, `changed`
+  then reads the base from its commit (`--base-ref`), and the job's summary says which it was;
 - one provider plugin cache, restored per job (the stacks pin every provider exactly);
 - a dangerous change (docs/changed.md) fails the pull request's `dangerous` job unless the pull request is
   labelled `allow-dangerous`; once merged it is applied.
@@ -25,6 +29,19 @@ COMMAND = "github-actions"
 DEFAULT_OUTPUT = ".github/workflows/themelio-gpu-stacks.yml"
 ALLOW_DANGEROUS_LABEL = "allow-dangerous"
 NO_STACKS = '{"include":[]}'
+NO_COMMIT = "0" * 40
+"""What GitHub gives as the commit before a branch's first push."""
+KEY = "themelio-gpu-stacks-${{ runner.os }}-py${{ steps.python.outputs.python-version }}"
+"""The start of the kept synthesis's cache key; the commit and the tool's files follow (docs/pipelines.md)."""
+CODE_FILES = (
+    "main.py",
+    *(f"themelio_gpu/**/*{suffix}" for suffix in (".py", ".js", ".json")),  # not the .pyc a run leaves there
+    "Pipfile.lock",
+    "package-lock.json",
+)
+"""The tool's files in the cache key: those of TOOL_INPUTS that incremental synthesis counts as the tool
+(outputs/stack_inputs.code_digest), as they are before a run and after it."""
+TOOL_HASH = "${{ hashFiles(" + ", ".join(f"'{path}'" for path in CODE_FILES) + ") }}"
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,10 @@ jobs:
     outputs:
       matrix: ${{ steps.changed.outputs.matrix }}
       dangerous: ${{ steps.changed.outputs.dangerous }}
+    env:
+      # The commit the change is compared with: a pull request's base, the commit before a push, a manual
+      # run's input (none: every stack is planned).
+      BASE: ${{ github.event_name == 'pull_request' && github.event.pull_request.base.sha || github.event_name == 'push' && github.event.before || inputs.base }}
     steps:
       - uses: actions/checkout@v4
         with:
@@ -93,19 +114,39 @@ jobs:
           key: themelio-venv-${{ runner.os }}-${{ steps.python.outputs.python-version }}-${{ hashFiles('Pipfile.lock', 'scripts/setup.sh') }}
       - name: Install the locked Python packages
         run: scripts/setup.sh python
+      # The base commit's synthesis, as its own run kept it (below): the key names the commit and the tool's
+      # files, so it holds exactly what that commit's tool synthesized from that commit's fleet.
+      - name: Restore the base commit's synthesis
+        id: kept
+        if: env.BASE != '' && env.BASE != '@NO_COMMIT@'
+        uses: actions/cache/restore@v4
+        with:
+          path: cdktf.out
+          key: @KEY@-${{ env.BASE }}-@TOOL_HASH@
       - name: Synthesize
-        run: .venv/bin/python main.py @INPUTS@ --quiet
+        env:
+          KEPT: ${{ steps.kept.outputs.cache-hit }}
+        run: |
+          # With the base's synthesis restored, only the stacks whose inputs changed are synthesized (its record
+          # says which); it stays whole beside, for the comparison.
+          if [ "$KEPT" = "true" ]; then rm -rf "$RUNNER_TEMP/base.out" && cp -R cdktf.out "$RUNNER_TEMP/base.out"; fi
+          .venv/bin/python main.py @INPUTS@ --quiet
       - name: Compare with the base
         id: changed
         env:
-          BASE: ${{ github.event_name == 'pull_request' && github.event.pull_request.base.sha || github.event_name == 'push' && github.event.before || inputs.base }}
+          KEPT: ${{ steps.kept.outputs.cache-hit }}
         run: |
           # No base (a manual run without one, the first push of the branch): every stack is planned.
-          if [ -z "$BASE" ] || [ "$BASE" = "0000000000000000000000000000000000000000" ]; then
+          if [ -z "$BASE" ] || [ "$BASE" = "@NO_COMMIT@" ]; then
             mkdir -p "$RUNNER_TEMP/no-stacks"
             base=(--base "$RUNNER_TEMP/no-stacks")
+            how="no base commit: every stack synthesized and planned"
+          elif [ "$KEPT" = "true" ]; then
+            base=(--base "$RUNNER_TEMP/base.out")
+            how="cache hit: the synthesis of $BASE, kept by its own run, is the base; only the stacks whose inputs changed were synthesized"
           else
             base=(--base-ref "$BASE")
+            how="cache miss (nothing kept for $BASE with this tool): the whole fleet was synthesized, and the base read from its commit"
           fi
           status=0
           .venv/bin/python -m themelio_gpu changed @INPUTS@@SKIP@ "${base[@]}" --head cdktf.out \\
@@ -113,7 +154,14 @@ jobs:
           if [ "$status" -gt 1 ]; then exit "$status"; fi
           if [ "$status" -eq 1 ]; then echo "dangerous=true" >> "$GITHUB_OUTPUT"; else echo "dangerous=false" >> "$GITHUB_OUTPUT"; fi
           echo "matrix=$(cat matrix.json)" >> "$GITHUB_OUTPUT"
-          { echo "### Stacks this change touches"; echo; echo '```'; cat changed.txt; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+          { echo "### Stacks this change touches"; echo; echo "Synthesis: $how."; echo; echo '```'; cat changed.txt; echo '```'; } >> "$GITHUB_STEP_SUMMARY"
+      # The next changes based on this commit start from its synthesis.
+      - name: Keep this commit's synthesis
+        if: github.event_name != 'pull_request' && github.ref == 'refs/heads/@BRANCH@'
+        uses: actions/cache/save@v4
+        with:
+          path: cdktf.out
+          key: @KEY@-${{ github.sha }}-@TOOL_HASH@
       - uses: actions/upload-artifact@v4
         with:
           name: stacks
@@ -197,6 +245,9 @@ def workflow_text(inputs: str, branch: str, distribution: str, skipped: Sequence
         ("@BRANCH@", branch),
         ("@LABEL@", ALLOW_DANGEROUS_LABEL),
         ("@NO_STACKS@", NO_STACKS),
+        ("@NO_COMMIT@", NO_COMMIT),
+        ("@KEY@", KEY),
+        ("@TOOL_HASH@", TOOL_HASH),
         ("@SETUP@", tool.setup),
         ("@VERSION_INPUT@", tool.version_input),
         ("@WRAPPER_INPUT@", tool.wrapper_input),
@@ -207,8 +258,9 @@ def workflow_text(inputs: str, branch: str, distribution: str, skipped: Sequence
     intro = header(
         COMMAND,
         "",
-        "Pull requests: synthesize the fleet, list the stacks the change touches (`changed` against the base",
-        "commit's fleet, synthesized by the base's own code), then one job per touched stack: init and plan,",
-        f"the plan as the job's summary. Pushes to {branch}: the same, then apply. See docs/pipelines.md.",
+        "Pull requests: synthesize the fleet (from the base commit's synthesis, kept by its run, when the cache",
+        "has it), list the stacks the change touches (`changed` against the base commit's fleet, synthesized by",
+        "the base's own code), then one job per touched stack: init and plan, the plan as the job's summary.",
+        f"Pushes to {branch}: the same, then apply, and the synthesis is kept. See docs/pipelines.md.",
     )
     return intro + "\n" + text

@@ -137,10 +137,34 @@ class Ledger:
                 if not free:
                     return Outcome(Kind.QUOTA_PENDING, keys=refused)
         if len(free) == 1:  # where it lands is known: its device is held
-            room = control.room.get(free[0], {})
-            unit = next(u for u, n in room.items() if n - self.held.get((free[0], u), 0) > 0)
-            self.held[(free[0], unit)] = self.held.get((free[0], unit), 0) + count
+            self.hold(control, free[0])
         return landed(free)
+
+    def hold(self, control: Planned, pool: str) -> None:
+        """A device of the pool that the control's ask can take is held from now on."""
+        room = control.room.get(pool, {})
+        unit = next((u for u, n in room.items() if n - self.held.get((pool, u), 0) > 0), None)
+        if unit is not None:
+            self.held[(pool, unit)] = self.held.get((pool, unit), 0) + control.ask.count
+
+    def answer(self, first: bool, attempt: Attempt) -> Outcome:
+        """The model's answer for the next attempt: created (quota admission), then, a pod admitted, placed (the
+        scheduler, and the quota admission of its claim). A Pending pod but the first is deleted once read, and
+        its charges returned."""
+        admitted = self.admit(attempt)
+        answer = admitted if admitted is not None else self.place(attempt)
+        if not first and admitted is None and answer.pending:
+            for key, amount in pod_charges(attempt.control.ask.limits).items():
+                self.used[key] = self.used.get(key, 0) - amount
+        return answer
+
+    def observe(self, attempt: Attempt, expected: Outcome, real: Outcome | None) -> None:
+        """Where the model lets a pod land on several pools, the pool it landed on holds its device from now on:
+        the model's answers for the next attempts are conditioned on the cluster's choice among those it allows."""
+        ambiguous = expected.kind is Kind.LANDED and len(expected.pools) > 1
+        where = real.pools[0] if real is not None and real.kind is Kind.LANDED and real.pools else ""
+        if ambiguous and where in expected.pools:
+            self.hold(attempt.control, where)
 
 
 def _class_for(plan: ClusterPlan, name: str) -> str | None:
@@ -154,18 +178,10 @@ def _class_for(plan: ClusterPlan, name: str) -> str | None:
 
 
 def expectations(plan: ClusterPlan, hard: dict[str, str], found: list[Attempt]) -> list[Outcome]:
-    """The model's answer for each attempt, in the order the probe makes them, one at a time: created (quota
-    admission), then, a pod admitted, placed (the scheduler, and the quota admission of its claim)."""
+    """The model's answer for each attempt, in the order the probe makes them (`Ledger.answer`), where no pod
+    the model lets land on several pools has landed yet."""
     ledger = Ledger(plan, hard)
-    answers: list[Outcome] = []
-    for index, attempt in enumerate(found):
-        admitted = ledger.admit(attempt)
-        answer = admitted if admitted is not None else ledger.place(attempt)
-        if index and admitted is None and answer.pending:  # deleted once decided: its charges are returned
-            for key, amount in pod_charges(attempt.control.ask.limits).items():
-                ledger.used[key] = ledger.used.get(key, 0) - amount
-        answers.append(answer)
-    return answers
+    return [ledger.answer(index == 0, attempt) for index, attempt in enumerate(found)]
 
 
 def _objects(namespace: str, index: int, attempt: Attempt) -> list[dict[str, Any]]:
@@ -216,17 +232,8 @@ def _namespace(
     hard = quota.hard(grants)
     granted = next(iter(grants))  # where `catalog quota` puts the grant: a migrating offering's legacy name
     found = _attempts(plan, granted)
-    rows = [
-        QuotaRow(
-            namespace,
-            offering,
-            a.tried,
-            a.control.key,
-            expected,
-            uncompared="" if a.claim_class else a.control.uncompared,
-        )
-        for a, expected in zip(found, expectations(plan, hard, found), strict=True)
-    ]
+    ledger = Ledger(plan, hard)
+    rows: list[QuotaRow] = []
     objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         contracts.resource_quota(contracts.WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
@@ -239,11 +246,16 @@ def _namespace(
         # allocation would hide a device from the next attempt.
         for index, attempt in enumerate(found):
             name = f"q-{index}"
+            uncompared = "" if attempt.claim_class else attempt.control.uncompared
+            row = QuotaRow(namespace, offering, attempt.tried, attempt.control.key,
+                           ledger.answer(index == 0, attempt), uncompared=uncompared)  # fmt: skip
+            rows.append(row)
             refused = _create_each(api, _objects(namespace, index, attempt))
             decided = {} if refused or attempt.claim_class else attempts.wait_decided(api, namespace, [name])
             bound = bool(decided.get(name, {}).get("spec", {}).get("nodeName"))
             events = [] if bound or not decided else attempts.events(api, namespace)
-            _read(plan, sandbox, api, published, rows[index], attempt, name, refused, decided, events)
+            _read(plan, sandbox, api, published, row, attempt, name, refused, decided, events)
+            ledger.observe(attempt, row.expected, row.real)
             if index and decided and not bound:
                 api.delete("Pod", namespace, name)
     finally:

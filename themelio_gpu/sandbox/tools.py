@@ -164,14 +164,19 @@ def toolbox(needed: tuple[str, ...] | None = None) -> Toolbox:
     with the tools and no Go can still run the sandbox.
     """
     tools = load_tools()
-    missing = [
-        f"{tool.name} {tool.version} ({', '.join(tool.missing())})"
-        for name, tool in tools.items()
-        if (needed is None or name in needed) and not tool.built()
-    ]
-    if missing:
+    unbuilt = [t for name, t in tools.items() if (needed is None or name in needed) and not t.built()]
+    if unbuilt:
+        missing = "; ".join(f"{tool.name} {tool.version} ({', '.join(tool.missing())})" for tool in unbuilt)
+        archives = ""
+        if any(t.archive for t in unbuilt) and not archives_folder().is_dir():
+            archives = (
+                f"; some are built from upstream source archives, and {archives_folder()} is not there: set "
+                f"{ARCHIVES_ENV} to a folder holding them ({ARCHIVES_README})"
+                + (f", or {PROVIDERS_ENV}=registry where Terraform reaches its registry" if any(
+                    t.provider for t in unbuilt) else "")
+            )  # fmt: skip
         raise MissingToolError(
-            f"not built: {'; '.join(missing)} in {cache_root()}; run `{BUILD_TARGET}` (builds them from their Go "
-            "modules, about 20 minutes the first time on 2 CPUs; docs/sandbox.md)"
+            f"not built: {missing} in {cache_root()}; run `{BUILD_TARGET}` (builds them from their Go modules and "
+            f"source archives, 20 to 40 minutes the first time on 2 CPUs; docs/sandbox.md){archives}"
         )
     return Toolbox(tools)

@@ -38,7 +38,7 @@ from themelio_gpu.sandbox.errors import SandboxUsageError
 from themelio_gpu.sandbox.outcomes import Kind
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
-from themelio_gpu.settings import DEFAULT_CATALOG, DEFAULT_STACKS_DIR, InputPaths, chart_cache, input_paths
+from themelio_gpu.settings import InputPaths, chart_cache, fleet_folders, input_paths
 from themelio_gpu.words import count
 
 EXIT_OK, EXIT_FAILED = exits.OK, exits.FAILED
@@ -234,13 +234,7 @@ def _fleets(args: argparse.Namespace) -> list[InputPaths]:
         raise SandboxUsageError("--fleet names each fleet's folder: leave out --catalog and --stacks-dir")
     if args.clusters and len(args.fleets) > 1:
         raise SandboxUsageError("clusters by name with one --fleet only: a name may be in several fleets")
-    fleets = [InputPaths(Path(f) / DEFAULT_CATALOG, Path(f) / DEFAULT_STACKS_DIR) for f in args.fleets]
-    wrong = []
-    for folder, paths in zip(args.fleets, fleets, strict=True):
-        missing = [] if paths.catalog.is_file() else [str(DEFAULT_CATALOG)]
-        missing += [] if paths.stacks_dir.is_dir() else [f"{DEFAULT_STACKS_DIR}/"]
-        if missing:
-            wrong.append(f"{folder} has no {' and no '.join(missing)}")
+    fleets, wrong = fleet_folders(args.fleets)
     if wrong:
         raise SandboxUsageError(f"--fleet: {'; '.join(wrong)} (a fleet's folder holds both)")
     return fleets

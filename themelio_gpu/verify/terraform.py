@@ -296,12 +296,14 @@ def render_result(result: StackCheck, plan: bool, source: ProviderSource | None 
     return f"{line}\n  terraform {failed.name} said:\n{detail}{hint}"
 
 
-def render_summary(results: Sequence[StackCheck], plan: bool, seconds: float) -> str:
+def render_summary(
+    results: Sequence[StackCheck], plan: bool, seconds: float, skipped_by: str = "--no-plan"
+) -> str:
     validated = sum(1 for r in results if (s := r.step("validate")) is not None and s.ok)
     planned = sum(1 for r in results if (s := r.step("plan")) is not None and s.ok)
     failed = [r.stack for r in results if not r.ok]
     count = f"{len(results)} stack{'s' if len(results) != 1 else ''}"
-    done = f"{validated} validated" + (f", {planned} planned" if plan else " (plan skipped: --no-plan)")
+    done = f"{validated} validated" + (f", {planned} planned" if plan else f" (plan skipped: {skipped_by})")
     verdict = f"{len(failed)} failed: {', '.join(failed)}" if failed else "all passed"
     return f"{count}: {done}; {verdict} ({seconds:.1f} s)"
 
@@ -348,7 +350,8 @@ def terraform_check(
             terraform, stacks, plan=plan, jobs=jobs, environ=environ, on_result=report,
             prepare=providers.prepare if providers is not None else None,
         )  # fmt: skip
-    print(render_summary(results, plan=plan, seconds=time.monotonic() - start))
+    skipped_by = "--built-providers" if providers is not None else "--no-plan"
+    print(render_summary(results, plan=plan, seconds=time.monotonic() - start, skipped_by=skipped_by))
     return all(r.ok for r in results)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,14 +138,39 @@ def _check_file_name(path: Path, definition: ClusterDefinition, shown: str, prob
     )
 
 
+class Documents(Mapping[str, YamlDocument]):
+    """The YAML of every file read, by its shown name: where each key stands, for the positions of problems.
+
+    A document is parsed again when a position in it is asked for, not kept: a thousand node trees hold about
+    70 MB, and most fleets have no problem to place."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, Path] = {}
+        self._parsed: dict[str, YamlDocument | None] = {}
+
+    def __getitem__(self, shown: str) -> YamlDocument:
+        if shown not in self._parsed:
+            self._parsed[shown] = load_yaml_document(self.paths[shown], Problems(), shown)
+        document = self._parsed[shown]
+        if document is None:  # it no longer reads: no position in it
+            raise KeyError(shown)
+        return document
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
 @dataclass
 class ClusterFiles:
     """The fleet's cluster definitions as read, before any planning."""
 
     definitions: list[tuple[str, ClusterDefinition]] = field(default_factory=list)
     """(the file as shown in messages, its definition), in file order."""
-    documents: dict[str, YamlDocument] = field(default_factory=dict)
-    """The YAML of every file read, by its shown name: where each key stands, for the problems' positions."""
+    documents: Documents = field(default_factory=Documents)
+    """The YAML of every file read, parsed again where a problem needs a position (Documents)."""
     secrets: list[str] = field(default_factory=list)
     """Credentials found in the files: redacted from every message."""
     reused: list[tuple[str, str]] = field(default_factory=list)
@@ -175,7 +200,7 @@ def load_cluster_files(
             if len(problems) == before:
                 problems.add(shown, (), "the file is empty")
             continue
-        found.documents[shown] = document
+        found.documents.paths[shown] = path
         refused = _not_a_cluster(document.data, stacks)
         if refused is not None:
             problems.add(shown, (), refused)
