@@ -137,6 +137,28 @@ def test_kueue_is_installed_from_its_chart_with_its_webhooks_on_a_loopback_port(
     ]  # fmt: skip
 
 
+def test_kueues_certificate_secret_is_written_to_its_folder_as_a_kubelet_mounts_it(tmp_path: Path) -> None:
+    import base64
+
+    from themelio_gpu.sandbox.rest import Answer
+
+    class Api:
+        def __init__(self, data: dict[str, str]) -> None:
+            self.data = data
+
+        def request(self, method: str, where: str) -> Answer:
+            assert where == "/api/v1/namespaces/kueue-system/secrets/kueue-webhook-server-cert"
+            return Answer(200, {"data": self.data})
+
+    full = {key: base64.b64encode(f"<{key}>".encode()).decode() for key in ("tls.crt", "tls.key", "ca.crt")}
+    unfilled = {k: v for k, v in full.items() if k != "tls.key"}  # Kueue has not filled it yet
+    assert not kueue.mount_certificates(Api(unfilled), tmp_path / "certs")  # type: ignore[arg-type]
+    assert not (tmp_path / "certs").exists()
+    assert kueue.mount_certificates(Api(full), tmp_path / "certs")  # type: ignore[arg-type]
+    assert (tmp_path / "certs" / "tls.key").read_text() == "<tls.key>"
+    assert sorted(p.name for p in (tmp_path / "certs").iterdir()) == ["ca.crt", "tls.crt", "tls.key"]
+
+
 def test_kueue_runs_for_a_cluster_whose_kueue_yaml_admits_something(tmp_path: Path) -> None:
     assert kueue.Kueue().wanted(fixture("example", "gpu-east"))
     reserved = {"name": "whole", "product": "a100-40gb", "gpusPerNode": 8,

@@ -13,7 +13,9 @@ would give it is given on loopback, where two sandboxes must not collide:
   webhook (and each CRD's conversion webhook) names as its Service port. TLS is Kueue's own: its internal
   certificate management (on in the chart) makes a CA and a serving certificate for
   `kueue-webhook-service.kueue-system.svc`, the name the API server verifies for a Service webhook, and injects
-  the CA into the webhook configurations and CRDs before the manager starts;
+  the CA into the webhook configurations and CRDs before the manager starts. It writes them to its Secret and
+  waits for them in its certificate folder, where a pod's kubelet mounts that Secret: the sandbox does the
+  kubelet's part (`mount_certificates`: the Secret's keys written to the folder once Kueue has filled it);
 - its health probe on a port the kernel hands out; no metrics listener; no leader election; the certificates in
   the sandbox's folder;
 - not the on-demand visibility API (feature gate VisibilityOnDemand off, its APIServices not created): an
@@ -25,6 +27,7 @@ queue label, no `suspend`): Kueue's mutating webhook suspends them until it admi
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -41,6 +44,7 @@ from themelio_gpu.sandbox.components.base import Component, Context
 from themelio_gpu.sandbox.control_plane import free_ports
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.folder import kubectl
+from themelio_gpu.sandbox.rest import Rest
 
 NAMESPACE = "kueue-system"
 WEBHOOK_SERVICE = "kueue-webhook-service"
@@ -51,6 +55,9 @@ INSTALLED = (
     "ValidatingWebhookConfiguration",
 )
 """The kinds of the chart's rendering the sandbox creates (and the webhook Service, as an ExternalName)."""
+CERT_SECRET = "kueue-webhook-server-cert"
+"""The Secret Kueue's certificate management fills (the chart's `internalCertManagement.webhookSecretName`)."""
+CERT_KEYS = ("tls.crt", "tls.key", "ca.crt")
 FEATURE_GATES = "VisibilityOnDemand=false"
 STARTUP = 180.0
 """Seconds Kueue has to make its certificates, inject them and serve (a busy machine's)."""
@@ -112,6 +119,19 @@ def manager_args(rendered: list[dict[str, Any]], config: Path) -> list[str]:
     return [f"--config={config}", *args, f"--feature-gates={FEATURE_GATES}"]
 
 
+def mount_certificates(api: Rest, folder: Path) -> bool:
+    """What a pod's kubelet does with the certificate Secret: its keys written to `folder` (tls.crt last, the file
+    Kueue waits for), once Kueue has filled it. Returns whether they are there."""
+    answer = api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/{CERT_SECRET}")
+    data = (answer.body.get("data") or {}) if answer.status == 200 else {}
+    if not all(data.get(key) for key in CERT_KEYS):
+        return False
+    folder.mkdir(parents=True, exist_ok=True)
+    for key in sorted(CERT_KEYS, key=lambda k: k == "tls.crt"):
+        (folder / key).write_bytes(base64.b64decode(data[key]))
+    return True
+
+
 class Kueue(Component):
     """Kueue's controller manager (process `kueue`); its state is `kueue`: the health port and the log."""
 
@@ -147,9 +167,11 @@ class Kueue(Component):
         log = Path(state["kueue"]["log"])
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         deadline = time.monotonic() + STARTUP
+        api, certs, mounted = Rest(context.sandbox.kubeconfig), context.sandbox.folder / "kueue" / "certs", False
         while True:
             if not all(context.supervisor.running(p) for p in context.supervisor.processes(self.name)):
                 raise SandboxError(f"Kueue ended while it started ({log}): {log.read_text()[-2000:]}")
+            mounted = mounted or mount_certificates(api, certs)
             try:
                 with direct.open(url, timeout=5) as answer:
                     if answer.status == 200:
