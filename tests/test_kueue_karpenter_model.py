@@ -203,7 +203,13 @@ def test_the_stacks_nodepool_is_applied_with_the_kwok_providers_node_class_and_n
                 "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
                                                                 "name": "gpu"}, "taints": []}}}}  # fmt: skip
     stack = {
-        "resource": {"kubernetes_manifest": {"np": {"manifest": manifest}, "other": {"manifest": {"kind": "X"}}}}
+        "resource": {
+            "kubernetes_manifest": {
+                "np": {"manifest": manifest},
+                "other": {"manifest": {"kind": "X"}},
+                "taints": {"for_each": '${toset(["gpu-a"])}', "manifest": "${each.value}"},  # as a static pool's
+            }
+        }
     }
     overrides = karpenter.node_pool_overrides(stack)
     assert list(overrides) == ["np"]

@@ -81,9 +81,11 @@ def test_kueue_admits_and_karpenter_launches_as_the_models_say(sandboxes: Path, 
         finally:
             karpenter_probe.end(sandbox, tools)
     finally:
-        deploy.execute("destroy", "terraform", plan, sandbox, tools, catalog, stacks)
         recorded = [p for p in supervisor.processes() if p.name.startswith(("kueue", "karpenter"))]
-        sandbox_cluster.down(plan.name, say=lambda _: None)
+        try:
+            deploy.execute("destroy", "terraform", plan, sandbox, tools, catalog, stacks)
+        finally:
+            sandbox_cluster.down(plan.name, say=lambda _: None)
     assert recorded and not any(Supervisor.running(p) for p in recorded)  # ended by down, by their identity
     assert queued and all(k.agrees for k in queued), kueue_probe.as_table(queued)
     assert all(k.suspended for k in queued)  # Kueue's own webhook suspended each Job as it was created

@@ -95,8 +95,12 @@ def node_pool_overrides(stack: dict[str, Any]) -> dict[str, Any]:
     stack has it)."""
     overrides = {}
     for address, resource in stack.get("resource", {}).get("kubernetes_manifest", {}).items():
-        manifest = resource.get("manifest", {})
-        if manifest.get("kind") != "NodePool" or not str(manifest.get("apiVersion")).startswith("karpenter.sh/"):
+        manifest = resource.get("manifest")  # a Terraform expression (a string) for a for_each of manifests
+        if (
+            not isinstance(manifest, dict)
+            or manifest.get("kind") != "NodePool"
+            or not str(manifest.get("apiVersion")).startswith("karpenter.sh/")
+        ):
             continue
         spec = json.loads(json.dumps(manifest))
         reference = spec["spec"]["template"]["spec"]["nodeClassRef"]
