@@ -93,10 +93,10 @@ def test_kueue_admits_and_karpenter_launches_as_the_models_say(sandboxes: Path, 
     assert granted.real is not None and granted.real.flavor == "pool-h100-train"
     assert any("themelio.io/reserved" in added for added in granted.added)  # the flavor's toleration, by Kueue
     assert launched and all(k.agrees for k in launched), karpenter_probe.as_table(launched)
-    rows = {(k.pool, k.tried.split(" ")[0]): k for k in launched}
-    dra = rows[("h100-train", "nvidia.com/h100")]
+    rows = {(k.pool, k.tried): k for k in launched}
+    dra = rows[("h100-train", "nvidia.com/h100 x1 on the empty pool")]
     assert dra.real.startswith("launched nothing") and "could not schedule pod" in dra.said  # the finding
-    assert rows[("a10g-plugin", "nvidia.com/gpu")].real.startswith("launched NodeClaim")
+    assert rows[("a10g-plugin", "nvidia.com/gpu x1 on the empty pool")].real.startswith("launched NodeClaim")
     warm = next(k for k in launched if k.pool == "h100-train" and k.tried == "a pod without a device")
     assert "8 devices published" in warm.real  # the slice writer, as the node registered
     after = next(k for k in launched if k.pool == "h100-train" and "once a node is there" in k.tried)
