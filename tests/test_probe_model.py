@@ -397,6 +397,34 @@ def test_probe_json_is_alone_on_stdout(
     assert err.startswith("sandbox probe: gpu-east: placement: 1 pods, 1 as the model says")
 
 
+def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sandbox run --probe --json`: what up, apply and down say, and the run's figures, go to stderr."""
+    import argparse
+    import contextlib
+
+    from themelio_gpu.sandbox import daemonsets, probe, workflow
+
+    plan = example("gpu-east")
+    row = probe.Row("nvidia.com/a100", 1, landed(["a100-whole"]), PLACEMENTS, real=landed(["a100-whole"], "n"))
+    monkeypatch.setattr(workflow, "_start", lambda *a: workflow._say("sandbox: gpu-east is up"))
+    monkeypatch.setattr(workflow, "_apply", lambda *a: workflow._say("sandbox: apply: ok") or 0)
+    monkeypatch.setattr(workflow, "_down", lambda *a: workflow._say("sandbox: gpu-east is down") or 0)
+    monkeypatch.setattr(workflow, "_sandbox_of", lambda name: None)
+    monkeypatch.setattr(workflow, "_working_on", lambda sandbox: contextlib.nullcontext())
+    monkeypatch.setattr(probe, "probe", lambda *a: [row])
+    monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
+    monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
+    monkeypatch.setattr(workflow.parallel, "follow_parent", lambda: None)
+    args = argparse.Namespace(json=True, probe=True, keep=False, runner="terraform", daemonset_model=lambda *a: [])
+    assert workflow._run(args, plan, object()) == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert json.loads(out)["placement"][0]["tried"] == "nvidia.com/a100"
+    assert "gpu-east is up" in err and "apply: ok" in err and "gpu-east is down" in err
+    assert "sandbox run: {" in err and "sandbox probe: gpu-east: placement: 1 pods" in err
+
+
 # --- the devices the scheduler allocated, checked against the offering and the CEL evaluator -------------
 
 

@@ -4,6 +4,7 @@ subcommand's steps, by name in SUBCOMMANDS; SandboxUsageError and SandboxError s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from themelio_gpu import exits, interrupts
 from themelio_gpu.inputs.problems import Problems
@@ -188,7 +189,15 @@ def _destroy(args: argparse.Namespace, sandbox: cluster.Sandbox, plan: ClusterPl
 
 def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     """Everything CI asks of a stack, with figures; the sandbox is removed at the end (or on failure,
-    unless --keep)."""
+    unless --keep). With --json the probe's JSON is alone on stdout: all else the run says goes to stderr."""
+    if not args.json:
+        return _run_steps(args, plan, tools, sys.stdout)
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return _run_steps(args, plan, tools, out)
+
+
+def _run_steps(args: argparse.Namespace, plan: ClusterPlan | None, tools: Toolbox | None, out: TextIO) -> int:
     parallel.follow_parent()
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], args.runner)
@@ -203,7 +212,7 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
         figures["apply_and_plan_seconds"] = round(time.monotonic() - mark, 1)
         if code == EXIT_OK and args.probe:
             mark = time.monotonic()
-            code = _probe(args, plan, tools)
+            code = _probe(args, plan, tools, out)
             figures["probe_seconds"] = round(time.monotonic() - mark, 1)
         ok = code == EXIT_OK
     except interrupts.Interrupted:
@@ -282,7 +291,12 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
+def _probe(
+    args: argparse.Namespace,
+    plan: ClusterPlan | None = None,
+    tools: Toolbox | None = None,
+    out: TextIO | None = None,
+) -> int:
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], None)
     sandbox = _sandbox_of(plan.name)
@@ -297,7 +311,7 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
             "quota": admission.as_dicts(quota),
             "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
         }
-        print(json.dumps(report, indent=2), flush=True)
+        print(json.dumps(report, indent=2), file=out or sys.stdout, flush=True)
     else:
         print(probe.as_table(rows))
         print(admission.quota_table(quota))
