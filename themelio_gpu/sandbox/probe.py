@@ -26,7 +26,7 @@ from themelio_gpu.dryrun.trial import violations
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import attempts
 from themelio_gpu.sandbox.attempts import DeviceKey
-from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
+from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.outcomes import Kind, Outcome, pod_outcome
 from themelio_gpu.sandbox.placement import Planned, planned_rows
@@ -97,8 +97,7 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
         return [_try(plan, sandbox, api, published, i, planned) for i, planned in enumerate(planned_rows(plan))]
     finally:
         with interrupts.deferred():
-            interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
-                            "namespace", NAMESPACE, "--wait=true", "--timeout=60s"])  # fmt: skip
+            api.delete_namespace(NAMESPACE)
 
 
 def _try(

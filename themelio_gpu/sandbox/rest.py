@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
+import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,16 @@ class Rest:
         answer = self.request("DELETE", where)
         if answer.status not in (200, 202, 404):
             raise SandboxError(f"DELETE {where}: {answer.status} {answer.message}")
+
+    def delete_namespace(self, name: str, seconds: float = TIMEOUT_SECONDS) -> None:
+        """Delete the namespace and wait until the namespace controller has removed it with all it held (what
+        `kubectl delete namespace --wait` does); still there when the wait ends is a SandboxError."""
+        self.delete("Namespace", None, name)
+        deadline = time.monotonic() + seconds
+        while self.request("GET", path("Namespace", None, name)).status != 404:
+            if time.monotonic() > deadline:
+                raise SandboxError(f"namespace {name} was not removed within {seconds:.0f} s")
+            time.sleep(0.2)
 
     def serves_dra(self) -> bool:
         """The API server serves resource.k8s.io/v1 (from 1.34; before it, a device-plugin-only cluster)."""
