@@ -58,7 +58,8 @@ class Answer:
 
 
 class Rest:
-    """One sandbox's API server, as its kubeconfig names it."""
+    """One sandbox's API server, as its kubeconfig names it, over one kept-alive connection (a TLS handshake a
+    request cost as much as the request)."""
 
     def __init__(self, kubeconfig: Path) -> None:
         config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
@@ -68,25 +69,46 @@ class Rest:
         self.host, self.port = server.hostname or "127.0.0.1", server.port or 443
         self.context = ssl.create_default_context(cafile=cluster["certificate-authority"])
         self.context.load_cert_chain(user["client-certificate"], user["client-key"])
+        self._connection: http.client.HTTPSConnection | None = None
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    def _send(self, method: str, where: str, data: bytes | None) -> tuple[int, str]:
+        if self._connection is None:
+            self._connection = http.client.HTTPSConnection(
+                self.host, self.port, context=self.context, timeout=TIMEOUT_SECONDS
+            )
+        self._connection.request(method, where, body=data, headers={"Content-Type": "application/json"})
+        response = self._connection.getresponse()
+        text = response.read().decode()
+        if response.will_close:
+            self.close()
+        return response.status, text
 
     def request(self, method: str, where: str, body: Any = None) -> Answer:
-        connection = http.client.HTTPSConnection(
-            self.host, self.port, context=self.context, timeout=TIMEOUT_SECONDS
-        )
+        data = json.dumps(body).encode() if body is not None else None
         try:
-            data = json.dumps(body).encode() if body is not None else None
-            connection.request(method, where, body=data, headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            text = response.read().decode()
-        except OSError as error:
+            try:
+                status, text = self._send(method, where, data)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                # The server ended the kept connection while it was idle, before it read this request (its
+                # idle timeout): once more on a new connection.
+                self.close()
+                status, text = self._send(method, where, data)
+        except (OSError, http.client.HTTPException) as error:
+            self.close()
             raise SandboxError(f"the sandbox's API server did not answer {method} {where}: {error}") from None
-        finally:
-            connection.close()
         try:
             parsed: Any = json.loads(text) if text else None
         except json.JSONDecodeError:
             parsed = text
-        return Answer(response.status, parsed)
+        return Answer(status, parsed)
 
     def get(self, where: str) -> Any:
         answer = self.request("GET", where)
