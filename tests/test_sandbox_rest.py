@@ -50,6 +50,9 @@ class Server:
     end_after: set[int] = field(default_factory=set)
     """Request numbers after whose answer the server ends the connection without saying so (an idle timeout)."""
     requests: int = 0
+    removing: int = 0
+    """GETs of the namespace still answered after its DELETE (being removed), before 404."""
+    log: list[str] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -69,14 +72,33 @@ def server(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
             peer = self.connection.getpeercert() or {}
             state.connections.append(str(dict(x[0] for x in peer.get("subject", ()))["commonName"]))
 
-        def do_GET(self) -> None:
-            state.requests += 1
-            body = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}).encode()
-            self.send_response(200)
+        def _answer(self, status: int, document: dict[str, object]) -> None:
+            body = json.dumps(document).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def do_DELETE(self) -> None:
+            state.log.append(f"DELETE {self.path}")
+            self._answer(409, {"kind": "Status", "message": "the namespace is being removed"})
+
+        def do_POST(self) -> None:
+            length = int(self.headers["Content-Length"])
+            state.log.append(f"POST {self.path} {json.loads(self.rfile.read(length))['metadata']['name']}")
+            self._answer(201, {})
+
+        def do_GET(self) -> None:
+            state.requests += 1
+            if state.log:
+                state.log.append(f"GET {self.path}")
+                if state.removing:
+                    state.removing -= 1
+                else:
+                    self._answer(404, {"kind": "Status"})
+                    return
+            self._answer(200, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}})
             if state.requests in state.end_after:
                 self.close_connection = True
 
@@ -130,3 +152,12 @@ def test_a_server_that_does_not_answer_is_a_sandbox_error(server: tuple[Server, 
     gone.write_text(kubeconfig.read_text(encoding="utf-8").replace(f":{state.port}", ":1"), encoding="utf-8")
     with pytest.raises(SandboxError, match=r"the sandbox's API server did not answer GET /api/v1/namespaces/x"):
         Rest(gone).get(path("Namespace", None, "x"))
+
+
+def test_a_fresh_namespace_waits_until_one_of_that_name_being_removed_is_gone(server: tuple[Server, Path]) -> None:
+    state, kubeconfig = server
+    state.removing = 2
+    Rest(kubeconfig).fresh_namespace("x")
+    namespace = "/api/v1/namespaces/x"
+    assert state.log == [f"DELETE {namespace}?gracePeriodSeconds=0", *[f"GET {namespace}"] * 3,
+                         "POST /api/v1/namespaces x"]  # fmt: skip

@@ -210,12 +210,15 @@ def quota_probe(
     api = Rest(sandbox.kubeconfig)
     published = published or probe.read_published(api)
     rows: list[QuotaRow] = []
+    namespaces = []
     for number, offering in enumerate(plan.offerings):
         grants, problems = resolve_grants(quota, plan, [(offering.name, 1)])
         if problems:
             raise SandboxError(f"catalog quota {offering.name}=1: {problems}")
-        namespace = f"themelio-quota-{number}"
-        rows += _namespace(plan, sandbox, api, published, quota, namespace, offering.name, grants)
+        namespaces.append(f"themelio-quota-{number}")
+        rows += _namespace(plan, sandbox, api, published, quota, namespaces[-1], offering.name, grants)
+    for namespace in namespaces:  # the namespace controller removes them side by side
+        api.wait_namespace_gone(namespace)
     return rows
 
 
@@ -234,12 +237,11 @@ def _namespace(
     found = _attempts(plan, granted)
     ledger = Ledger(plan, hard)
     rows: list[QuotaRow] = []
-    objects = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        contracts.resource_quota(contracts.WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
-    ]
-    api.create_all(objects)
+    api.fresh_namespace(namespace)
     try:
+        api.create_all(
+            [contracts.resource_quota(contracts.WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names)]
+        )
         _wait_quota_ready(api, namespace)
         # One attempt at a time, each pod until the scheduler has decided it. A pod left Pending is deleted (but
         # the grant's, whose charge one more must meet): while the scheduler retries it, its in-flight
@@ -274,7 +276,7 @@ def _clear(api: Rest, namespace: str) -> None:
     for name in claims:
         api.delete("ResourceClaim", namespace, name)
     left = attempts.wait_gone(api, namespace, "ResourceClaim", claims)
-    api.delete("Namespace", None, namespace)
+    api.delete_namespace(namespace, wait=False)  # waited for once all are deleted (`quota_probe`)
     if left:
         raise SandboxError(f"the claims in {namespace} were not removed within the wait: {', '.join(left)}")
 

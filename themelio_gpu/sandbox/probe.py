@@ -91,7 +91,7 @@ def _selectors(device_class: dict[str, Any]) -> list[str]:
 def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
     """Every planned row, one pod at a time, in a namespace of its own that is deleted at the end."""
     api = Rest(sandbox.kubeconfig)
-    api.create_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+    api.fresh_namespace(NAMESPACE)
     try:
         published = read_published(api)
         return [_try(plan, sandbox, api, published, i, planned) for i, planned in enumerate(planned_rows(plan))]

@@ -142,15 +142,29 @@ class Rest:
         if answer.status not in (200, 202, 404):
             raise SandboxError(f"DELETE {where}: {answer.status} {answer.message}")
 
-    def delete_namespace(self, name: str, seconds: float = TIMEOUT_SECONDS) -> None:
-        """Delete the namespace and wait until the namespace controller has removed it with all it held (what
-        `kubectl delete namespace --wait` does); still there when the wait ends is a SandboxError."""
-        self.delete("Namespace", None, name)
+    def delete_namespace(self, name: str, wait: bool = True) -> None:
+        """Delete the namespace and, with `wait`, wait until the namespace controller has removed it with all it
+        held (what `kubectl delete namespace --wait` does). One being removed already, or gone, is fine."""
+        where = path("Namespace", None, name) + "?gracePeriodSeconds=0"
+        answer = self.request("DELETE", where)
+        if answer.status not in (200, 202, 404, 409):  # 409: being removed already
+            raise SandboxError(f"DELETE {where}: {answer.status} {answer.message}")
+        if wait:
+            self.wait_namespace_gone(name)
+
+    def wait_namespace_gone(self, name: str, seconds: float = TIMEOUT_SECONDS) -> None:
+        """Until the namespace is gone; still there when the wait ends is a SandboxError."""
         deadline = time.monotonic() + seconds
         while self.request("GET", path("Namespace", None, name)).status != 404:
             if time.monotonic() > deadline:
                 raise SandboxError(f"namespace {name} was not removed within {seconds:.0f} s")
             time.sleep(0.2)
+
+    def fresh_namespace(self, name: str) -> None:
+        """Create the namespace, empty: one of that name an earlier probe left (killed, or still being removed
+        when it ended) is deleted and waited for first."""
+        self.delete_namespace(name)
+        self.create_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
 
     def serves_dra(self) -> bool:
         """The API server serves resource.k8s.io/v1 (from 1.34; before it, a device-plugin-only cluster)."""

@@ -77,7 +77,7 @@ def run(
     report = run_trial(catalog, offerings, devices, f"sandbox {plan.name}")
     raw = attempts.devices_by_key(slices)
     rows = []
-    api.create_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+    api.fresh_namespace(NAMESPACE)
     try:
         for index, (offering, tried) in enumerate(zip(offerings, report.offerings, strict=True)):
             device_class, ask = _ask(plan, offering)
