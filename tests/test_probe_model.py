@@ -390,6 +390,7 @@ def test_probe_json_is_alone_on_stdout(
     monkeypatch.setattr(probe, "probe", lambda *a: [row])
     monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
     monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
+    monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
     args = argparse.Namespace(json=True, daemonset_model=lambda *a: [])
     assert workflow._probe(args, plan, object()) == 0  # type: ignore[arg-type]
     out, err = capsys.readouterr()
@@ -416,6 +417,7 @@ def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
     monkeypatch.setattr(probe, "probe", lambda *a: [row])
     monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
     monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
+    monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
     monkeypatch.setattr(workflow.parallel, "follow_parent", lambda: None)
     args = argparse.Namespace(json=True, probe=True, keep=False, runner="terraform", daemonset_model=lambda *a: [])
     assert workflow._run(args, plan, object()) == 0  # type: ignore[arg-type]

@@ -210,16 +210,17 @@ def quota_probe(
     api = Rest(sandbox.kubeconfig)
     published = published or probe.read_published(api)
     rows: list[QuotaRow] = []
-    namespaces = []
-    for number, offering in enumerate(plan.offerings):
+    for offering, namespace in zip(plan.offerings, namespaces(plan), strict=True):
         grants, problems = resolve_grants(quota, plan, [(offering.name, 1)])
         if problems:
             raise SandboxError(f"catalog quota {offering.name}=1: {problems}")
-        namespaces.append(f"themelio-quota-{number}")
-        rows += _namespace(plan, sandbox, api, published, quota, namespaces[-1], offering.name, grants)
-    for namespace in namespaces:  # the namespace controller removes them side by side
-        api.wait_namespace_gone(namespace)
+        rows += _namespace(plan, sandbox, api, published, quota, namespace, offering.name, grants)
     return rows
+
+
+def namespaces(plan: ClusterPlan) -> list[str]:
+    """The namespace of each offering's grant."""
+    return [f"themelio-quota-{number}" for number, _ in enumerate(plan.offerings)]
 
 
 def _namespace(
@@ -276,7 +277,7 @@ def _clear(api: Rest, namespace: str) -> None:
     for name in claims:
         api.delete("ResourceClaim", namespace, name)
     left = attempts.wait_gone(api, namespace, "ResourceClaim", claims)
-    api.delete_namespace(namespace, wait=False)  # waited for once all are deleted (`quota_probe`)
+    api.delete_namespace(namespace, wait=False)  # `sandbox probe` waits for it at its end
     if left:
         raise SandboxError(f"the claims in {namespace} were not removed within the wait: {', '.join(left)}")
 

@@ -97,7 +97,7 @@ def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
         return [_try(plan, sandbox, api, published, i, planned) for i, planned in enumerate(planned_rows(plan))]
     finally:
         with interrupts.deferred():
-            api.delete_namespace(NAMESPACE)
+            api.delete_namespace(NAMESPACE, wait=False)  # `sandbox probe` waits for it at its end
 
 
 def _try(

@@ -35,6 +35,7 @@ from themelio_gpu.sandbox import (
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
 from themelio_gpu.sandbox.outcomes import Kind
+from themelio_gpu.sandbox.rest import Rest
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
 from themelio_gpu.settings import InputPaths, chart_cache, fleet_folders, input_paths
@@ -305,6 +306,7 @@ def _probe(
         rows = probe.probe(plan, sandbox, tools)
         quota = admission.quota_probe(plan, sandbox, tools)
         placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
+        _wait_cleared(plan, sandbox)
     if args.json:
         report = {
             "placement": probe.as_dicts(rows),
@@ -320,6 +322,14 @@ def _probe(
     print(probe_summary(plan.name, rows, quota, placed), file=sys.stderr if args.json else sys.stdout, flush=True)
     failed = [r for r in rows if not r.agrees] + [q for q in quota if not q.agrees]
     return EXIT_FAILED if failed or not all(d.agrees for d in placed) else EXIT_OK
+
+
+def _wait_cleared(plan: ClusterPlan, sandbox: cluster.Sandbox) -> None:
+    """Until the namespaces of the probe's halves are gone: each half deletes its own as it ends, and the
+    namespace controller removes them (seconds each) while the next half runs; nothing of a probe outlives it."""
+    api = Rest(sandbox.kubeconfig)
+    for namespace in (probe.NAMESPACE, *admission.namespaces(plan)):
+        api.wait_namespace_gone(namespace)
 
 
 def probe_summary(
