@@ -405,20 +405,27 @@ def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
     import argparse
     import contextlib
 
-    from themelio_gpu.sandbox import daemonsets, probe, workflow
+    from themelio_gpu.sandbox import daemonsets, parallel, probe, workflow
+
+    def saying(text: str) -> Any:
+        def step(*args: object) -> int:
+            workflow._say(text)
+            return 0
+
+        return step
 
     plan = example("gpu-east")
     row = probe.Row("nvidia.com/a100", 1, landed(["a100-whole"]), PLACEMENTS, real=landed(["a100-whole"], "n"))
-    monkeypatch.setattr(workflow, "_start", lambda *a: workflow._say("sandbox: gpu-east is up"))
-    monkeypatch.setattr(workflow, "_apply", lambda *a: workflow._say("sandbox: apply: ok") or 0)
-    monkeypatch.setattr(workflow, "_down", lambda *a: workflow._say("sandbox: gpu-east is down") or 0)
+    monkeypatch.setattr(workflow, "_start", saying("sandbox: gpu-east is up"))
+    monkeypatch.setattr(workflow, "_apply", saying("sandbox: apply: ok"))
+    monkeypatch.setattr(workflow, "_down", saying("sandbox: gpu-east is down"))
     monkeypatch.setattr(workflow, "_sandbox_of", lambda name: None)
     monkeypatch.setattr(workflow, "_working_on", lambda sandbox: contextlib.nullcontext())
     monkeypatch.setattr(probe, "probe", lambda *a: [row])
     monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
     monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
     monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
-    monkeypatch.setattr(workflow.parallel, "follow_parent", lambda: None)
+    monkeypatch.setattr(parallel, "follow_parent", lambda: None)
     args = argparse.Namespace(json=True, probe=True, keep=False, runner="terraform", daemonset_model=lambda *a: [])
     assert workflow._run(args, plan, object()) == 0  # type: ignore[arg-type]
     out, err = capsys.readouterr()
