@@ -31,6 +31,9 @@ from themelio_gpu.sandbox import (
     parallel,
     probe,
     providers,
+    read_back,
+    upgrade,
+    upgrade_report,
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
@@ -124,6 +127,8 @@ def _apply(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
         steps = deploy.execute("apply", args.runner, plan, sandbox, tools, *_inputs(args))
     _show(steps)
     if any(s.code != 0 for s in steps[:-1]) or steps[-1].name != "plan":
+        for line in read_back.recovery(tools, sandbox, plan.name):  # a Helm release an interrupt left pending
+            _say(f"sandbox: {line}")
         return EXIT_FAILED
     if steps[-1].code == 2:
         _say("sandbox: the plan after apply shows changes (above): the stack does not settle")
@@ -378,6 +383,20 @@ def trial(args: argparse.Namespace) -> int:
     return EXIT_OK if agreeing == len(rows) and not report.problems else EXIT_FAILED
 
 
+def _upgrade(args: argparse.Namespace) -> int:
+    """`sandbox upgrade CLUSTER --from REF` (upgrade.py): REF's stack, then the work tree's, on one sandbox."""
+    if args.json:  # the report alone on stdout; the progress lines go to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            report = upgrade.Upgrade(args, _needed, _start, _say).run()
+            _say(upgrade_report.summary(report))
+        print(json.dumps(upgrade_report.as_json(report), indent=2))
+        return EXIT_OK if report.ok else EXIT_FAILED
+    report = upgrade.Upgrade(args, _needed, _start, _say).run()
+    print(upgrade_report.as_text(report))
+    _say(upgrade_report.summary(report))
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
 SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tools": _tools,
     "check": _check,
@@ -388,4 +407,5 @@ SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "down": _down,
     "run": _run,
     "probe": _probe,
+    "upgrade": _upgrade,
 }
