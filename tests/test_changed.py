@@ -540,6 +540,8 @@ def test_without_renamed_from_the_rename_destroys_the_labels_and_fails_on_danger
     text = both_ways([*flags, "--fail-on", "dangerous"], 1, capsys)
     assert "5 to create, 0 to update, 0 to replace, 5 to destroy; 5 dangerous." in text
     assert 'destroy kubernetes_labels.node_labels_a100-whole["gpu-renamed-a100-01"], the labels of Node' in text
+    # Each points at the day-two scenario that removed a pool's labels and taints on a running sandbox.
+    assert text.count("(what it does to running workloads, and what to do: docs/day-two.md#a-pool-removed)") == 5
 
 
 def test_a_cluster_edit_changes_that_stack_alone(

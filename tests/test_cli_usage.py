@@ -143,6 +143,7 @@ EXITS = {
     "sandbox down": {0, 1, 2},
     "sandbox probe": {0, 1, 2},
     "sandbox run": {0, 1, 2},
+    "sandbox upgrade": {0, 1, 2},
     "sandbox check": {0, 1, 2},
 }
 """The exit codes each command can return (the tests of each command check when)."""

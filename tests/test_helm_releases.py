@@ -94,6 +94,8 @@ def test_dra_cluster_with_mig_and_operator_driver(example_fleet: Fleet) -> None:
     plan = example_fleet.cluster("gpu-east")
     assert plan is not None and plan.dra_values is not None
     assert dict(plan.operator_values) == {
+        # Helm never upgrades crds/: the chart's pre-upgrade hook does (docs/day-two.md).
+        "operator": {"upgradeCRD": True},
         "cdi": {"enabled": True},
         "daemonsets": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
         "devicePlugin": {"enabled": False},

@@ -374,11 +374,51 @@ def test_probe_json_is_alone_on_stdout(
     monkeypatch.setattr(kueue_probe, "probe_kueue", lambda *a: [])
     monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
     monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
+    monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
     args = argparse.Namespace(json=True, daemonset_model=lambda *a: [])
     assert workflow._probe(args, plan, object()) == 0  # type: ignore[arg-type]
     out, err = capsys.readouterr()
     assert json.loads(out)["placement"][0]["agrees"] is True
     assert err.startswith("sandbox probe: gpu-east: placement: 1 pods, 1 as the model says")
+
+
+def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sandbox run --probe --json`: what up, apply and down say, and the run's figures, go to stderr."""
+    import argparse
+    import contextlib
+
+    from themelio_gpu.sandbox import daemonsets, karpenter_probe, kueue_probe, parallel, probe, workflow
+
+    def saying(text: str) -> Any:
+        def step(*args: object) -> int:
+            workflow._say(text)
+            return 0
+
+        return step
+
+    plan = example("gpu-east")
+    row = probe.Row("nvidia.com/a100", 1, landed(["a100-whole"]), PLACEMENTS, real=landed(["a100-whole"], "n"))
+    monkeypatch.setattr(workflow, "_start", saying("sandbox: gpu-east is up"))
+    monkeypatch.setattr(workflow, "_apply", saying("sandbox: apply: ok"))
+    monkeypatch.setattr(workflow, "_down", saying("sandbox: gpu-east is down"))
+    monkeypatch.setattr(workflow, "_sandbox_of", lambda name: None)
+    monkeypatch.setattr(workflow, "_working_on", lambda sandbox: contextlib.nullcontext())
+    monkeypatch.setattr(probe, "probe", lambda *a: [row])
+    monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
+    monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
+    monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
+    monkeypatch.setattr(kueue_probe, "probe_kueue", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
+    monkeypatch.setattr(parallel, "follow_parent", lambda: None)
+    args = argparse.Namespace(json=True, probe=True, keep=False, runner="terraform", daemonset_model=lambda *a: [])
+    assert workflow._run(args, plan, object()) == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert json.loads(out)["placement"][0]["tried"] == "nvidia.com/a100"
+    assert "gpu-east is up" in err and "apply: ok" in err and "gpu-east is down" in err
+    assert "sandbox run: {" in err and "sandbox probe: gpu-east: placement: 1 pods" in err
 
 
 # --- the devices the scheduler allocated, checked against the offering and the CEL evaluator -------------

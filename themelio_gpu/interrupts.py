@@ -114,6 +114,7 @@ def run(
     grace: float = 5.0,
     input: str | None = None,
     timeout: float | None = None,
+    stop_signal: int = signal.SIGTERM,
     **options: Any,
 ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(command, capture_output=True, text=True)`, leaving no process behind however it ends.
@@ -123,7 +124,9 @@ def run(
     raised) meanwhile, the whole group gets SIGTERM, then SIGKILL after `grace` seconds: a program's own
     children (git's checkout worker, a synthesis's node kernel) end with it, before the caller cleans up
     what they were writing. After `timeout` seconds the group is ended the same way and
-    subprocess.TimeoutExpired is raised. In a worker thread, see `ending_workers()`.
+    subprocess.TimeoutExpired is raised. In a worker thread, see `ending_workers()`. `stop_signal`: what the
+    group gets first; SIGINT for Terraform, whose providers (go-plugin) ignore it while Terraform stops them
+    gracefully and writes its state, as when Ctrl-C in a terminal reaches the whole group.
     """
     worker = threading.current_thread() is not threading.main_thread()
     if worker and _stopping.is_set():
@@ -142,7 +145,7 @@ def run(
                 raise StoppedError(" ".join(command))
             out, err = process.communicate(input, timeout=timeout)
         except BaseException:
-            _end_group(process, grace)
+            _end_group(process, grace, stop_signal)
             raise
         finally:
             with _running_lock:
@@ -180,11 +183,11 @@ def end_running(grace: float = 5.0) -> None:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
-def _end_group(process: subprocess.Popen[str], grace: float) -> None:
-    """SIGTERM to the command's group, SIGKILL to whatever is left of it after `grace` seconds."""
+def _end_group(process: subprocess.Popen[str], grace: float, stop_signal: int = signal.SIGTERM) -> None:
+    """`stop_signal` (SIGTERM) to the command's group, SIGKILL to whatever is left of it after `grace` seconds."""
     with deferred():  # a second Ctrl-C must not cut this short
         with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+            os.killpg(process.pid, stop_signal)
         with suppress(subprocess.TimeoutExpired):
             process.wait(timeout=grace)
         with suppress(ProcessLookupError):

@@ -19,13 +19,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from themelio_gpu import interrupts
+from themelio_gpu import interrupts, worktrees
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.outputs import stack_inputs
 from themelio_gpu.settings import CATALOG_ENV, STACKS_DIR_ENV
@@ -180,27 +179,11 @@ def lock_warning(commit: Commit, tree: Path) -> tuple[str, ...]:
 
 @contextmanager
 def checked_out(commit: Commit) -> Iterator[Path]:
-    """A temporary worktree of the commit, removed on every way out (the module's docstring)."""
-    with _worktree(commit.repo, commit.sha) as tree:
-        yield tree
-
-
-@contextmanager
-def _worktree(repo: Path, commit: str) -> Iterator[Path]:
-    scratch = Path(tempfile.mkdtemp(prefix="themelio-changed-base-"))
-    tree = scratch / "worktree"
+    """A temporary worktree of the commit, removed on every way out (themelio_gpu/worktrees.py)."""
     try:
-        added = _git(repo, "worktree", "add", "--detach", "--quiet", str(tree), commit)
-        if added.returncode != 0:
-            problems = Problems()
-            problems.add("command line", commit, f"git worktree add failed: {added.stderr.strip()}")
-            problems.raise_if_any()
-        yield tree
-    finally:
-        with interrupts.deferred():  # the worktree goes whatever arrives meanwhile
-            # --force twice: also a worktree `git worktree add` still holds locked (stopped while it ran).
-            if _git(repo, "worktree", "remove", "--force", "--force", str(tree)).returncode != 0:
-                _git(repo, "worktree", "unlock", str(tree))
-                shutil.rmtree(tree, ignore_errors=True)
-            _git(repo, "worktree", "prune")
-            shutil.rmtree(scratch, ignore_errors=True)
+        with worktrees.worktree(commit.repo, commit.sha, "themelio-changed-base-") as tree:
+            yield tree
+    except worktrees.WorktreeError as error:
+        problems = Problems()
+        problems.add("command line", commit.sha, str(error))
+        problems.raise_if_any()

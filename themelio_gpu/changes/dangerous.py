@@ -45,6 +45,8 @@ class Danger:
     source: str | None = None
     """Where the behaviour the why rests on is written (the provider's or Karpenter's source), if not common
     Kubernetes or Helm knowledge."""
+    scenario: str | None = None
+    """The section of docs/day-two.md whose scenario did this on a running sandbox (the text form points at it)."""
 
 
 def _text(config: Any, *path: str) -> str:
@@ -143,4 +145,22 @@ def danger_of(instance: Instance, action: str) -> Danger | None:
     if found is None:
         return None
     what, why, source = found
-    return Danger(instance.address, action, what, why, source)
+    return Danger(instance.address, action, what, why, source, _scenario(instance, action))
+
+
+DAY_TWO = "docs/day-two.md"
+
+
+def _scenario(instance: Instance, action: str) -> str | None:
+    """The day-two scenario that shows this kind of change on a running cluster, and what to do around it."""
+    config = instance.config
+    if instance.type == "helm_release":
+        chart = lookup(config, ("chart",))
+        if chart in DRA_DRIVER_CHARTS:
+            return f"{DAY_TWO}#the-dra-driver-chart-renamed"
+        return f"{DAY_TWO}#the-gpu-operator-upgraded" if chart in OPERATOR_CHARTS else None
+    if instance.type == "kubernetes_manifest" and lookup(config, ("manifest", "kind")) == "DeviceClass":
+        return f"{DAY_TWO}#an-offering-removed" if action == "destroy" else f"{DAY_TWO}#an-offering-renamed"
+    if instance.type in ("kubernetes_labels", "kubernetes_node_taint", "kubernetes_manifest"):
+        return f"{DAY_TWO}#a-pool-removed"
+    return None

@@ -62,7 +62,7 @@ def _resource_json(change: ResourceChange) -> dict[str, Any]:
 
 
 def _danger_json(danger: Danger) -> dict[str, str | None]:
-    return dataclasses.asdict(danger)
+    return {k: v for k, v in dataclasses.asdict(danger).items() if k != "scenario"}
 
 
 def as_github_matrix(comparison: Comparison, skipped: frozenset[str] = frozenset()) -> dict[str, Any]:
@@ -99,7 +99,11 @@ def as_text(comparison: Comparison, skipped: frozenset[str] = frozenset()) -> st
     dangers = comparison.dangers
     if dangers:
         lines += ["", f"Dangerous ({len(dangers)}): what would hurt a running cluster"]
-        lines += [f"  {stack}: {d.action} {d.address}, {d.what}: {d.why}" for stack, d in dangers]
+        lines += [
+            f"  {stack}: {d.action} {d.address}, {d.what}: {d.why}"
+            + (f" (what it does to running workloads, and what to do: {d.scenario})" if d.scenario else "")
+            for stack, d in dangers
+        ]
     left_out = [s.name for s in comparison.to_plan if s.name in skipped]
     if left_out:
         lines += ["", f"Not planned here (--skip-stack): {', '.join(left_out)}; deploy them by hand"]

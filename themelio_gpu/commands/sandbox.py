@@ -7,6 +7,7 @@ plan CLUSTER            plan against the sandbox: exit 0 no changes, 2 changes (
 kubeconfig CLUSTER      print the sandbox's kubeconfig path (as `kind get kubeconfig` prints the config)
 down CLUSTER            destroy what apply created, list what is left, stop everything, remove the folder
 run CLUSTER             up, apply, second plan, destroy, down: what CI runs on every stack
+upgrade CLUSTER --from REF  REF's stack, GPUs in use, then the work tree's: the real plan beside `changed`'s
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ EXITS = {
     "run": "0 every step passed, 1 a step failed (the sandbox is removed unless --keep), 2 bad input",
     "probe": "0 every pod landed where the model says with the devices its offering names, 1 a row disagrees "
     "(both answers shown), 2 bad input or no sandbox",
+    "upgrade": "0 applied in one go, every address as `changed` predicts and the next plan empty, 1 a disagreement, "
+    "a failed apply or a second plan with changes (the sandbox stays up for a look), 2 bad input: no such revision "
+    "or cluster, a dirty work tree, no sandbox tools",
     "check": "0 every chosen cluster passed `run`, 1 one failed (each is listed), 2 bad input",
     "tools": "0 every tool is built, 1 a build failed (the end of its log is printed), 2 no Go or no such tool",
 }
@@ -98,6 +102,22 @@ def register(commands: Commands) -> None:
             parser.add_argument("--with", dest="runner", choices=ENGINES, default="terraform",
                                 help="terraform (default), tofu, or cdktf (the CDKTF CLI's deploy/diff/destroy)")  # fmt: skip
         parser.set_defaults(run=run, sandbox_run=name, daemonset_model=verify_prediction)
+    upgrade = sub.add_parser(
+        "upgrade",
+        help="apply the cluster's stack of a git revision, hold GPUs, then apply the work tree's",
+        description="The sandbox (brought up at REF's definition if none is up) gets REF's stack, workloads that "
+        "hold GPUs start, then the work tree's stack is planned, compared address by address with `changed "
+        "--base-ref REF`, applied once and planned again (docs/day-two.md).",
+        epilog=f"exit codes: {EXITS['upgrade']}",
+    )
+    upgrade.add_argument("cluster", metavar="CLUSTER", help="the cluster's name (its file in stacks/)")
+    upgrade.add_argument("--from", dest="from_ref", required=True, metavar="REF",
+                         help="the git revision (branch, tag, SHA) whose stack is deployed before the change")  # fmt: skip
+    _fleet_flags(upgrade)
+    upgrade.add_argument("--with", dest="runner", choices=("terraform", "tofu"), default="terraform",
+                         help="terraform (default) or tofu")  # fmt: skip
+    upgrade.add_argument("--json", action="store_true", help="the report as one JSON document")
+    upgrade.set_defaults(run=run, sandbox_run="upgrade", port=None, keep=False)
     check = sub.add_parser(
         "check",
         help="run every chosen cluster's stack through up, apply, plan, destroy and down",

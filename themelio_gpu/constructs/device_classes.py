@@ -31,6 +31,8 @@ class DeviceClasses:
             "device_class",
             for_each=each_class,
             manifest=each_value_map(),
-            field_manager=ManifestFieldManager(name=names.field_manager),
+            # The stack owns its classes whole: a hand edit (`kubectl replace`, `kubectl edit`) takes fields over
+            # under another manager, and only a forced apply puts them back (docs/day-two.md, drift).
+            field_manager=ManifestFieldManager(name=names.field_manager, force_conflicts=True),
             depends_on=list(depends_on) or None,
         )

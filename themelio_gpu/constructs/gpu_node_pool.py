@@ -101,6 +101,8 @@ class GpuNodePool:
             karpenter_node_pool_id(contract.name),
             # The node class reference is the user's text: literal() keeps it from being a template.
             manifest={**manifest, "spec": literal(manifest["spec"])},
-            field_manager=ManifestFieldManager(name=self.field_manager),
+            # The fields the stack sets are the stack's (Karpenter writes only status and its own annotations): a
+            # hand edit of one is put back by a forced apply, not left as a conflict (docs/day-two.md, drift).
+            field_manager=ManifestFieldManager(name=self.field_manager, force_conflicts=True),
         )
         self.dependables.append(node_pool)

@@ -204,3 +204,30 @@ def stop(sandbox: Sandbox) -> None:
     supervisor.stop(supervisor.processes(f"{NAME}.kwokctl"))
     supervisor.adopt_pid_files(_workdir(sandbox) / "pids", NAME)
     supervisor.stop(supervisor.processes(NAME), grace=GRACE)
+
+
+def restart(toolbox: Toolbox, sandbox: Sandbox, edit: Callable[[Path], None]) -> None:
+    """Stop the control plane, let `edit` change kwokctl's saved configuration (its path given), and start it
+    again on the same etcd data folder and ports (a Kubernetes upgrade, upgrade.py). `kwokctl stop cluster`
+    lets every component end on its own (etcd writes its data), then whatever is left is stopped by its
+    recorded identity; `kwokctl start cluster` runs as the supervisor's, and what it starts is adopted."""
+    supervisor = Supervisor(sandbox.folder)
+    env = dict(os.environ, KWOK_WORKDIR=str(sandbox.kwok_workdir))
+    env["PATH"] = f"{toolbox.binary(*KUBECTL).parent}{os.pathsep}{env.get('PATH', '')}"
+    log = sandbox.folder / "logs" / "kwokctl.log"
+    kwokctl = str(toolbox.binary("kwok", "kwokctl"))
+    supervisor.run(f"{NAME}.kwokctl", [kwokctl, "stop", "cluster", "--name", sandbox.kwok_name], log=log, env=env)
+    stop(sandbox)
+    for name in _ended(sandbox):  # kwokctl takes a pid that answers signal 0 for running, a zombie's too
+        (_workdir(sandbox) / "pids" / f"{name}.pid").unlink(missing_ok=True)
+    edit(_workdir(sandbox) / "kwok.yaml")
+    command = [kwokctl, "start", "cluster", "--name", sandbox.kwok_name, "--wait", WAIT]
+    code = supervisor.run(f"{NAME}.kwokctl", command, log=log, env=env)
+    adopted = supervisor.adopt_pid_files(_workdir(sandbox) / "pids", NAME)
+    ended = _ended(sandbox)
+    if code != 0 or ended:
+        why = f"{', '.join(ended)} ended" if ended else f"kwokctl exit {code}"
+        raise SandboxError(
+            f"kwokctl could not start the control plane again: {why} ({len(adopted)} running; logs in "
+            f"{_workdir(sandbox) / 'logs'} and {log}):\n{log.read_text(errors='replace').strip()[-3000:]}"
+        )

@@ -148,12 +148,12 @@ def _environment(
 
 
 def _synthesize(
-    plan: ClusterPlan, sandbox: Sandbox, catalog: Path, stacks_dir: Path, mirror: dict[str, str]
+    plan: ClusterPlan, sandbox: Sandbox, catalog: Path, stacks_dir: Path, mirror: dict[str, str], project: Path
 ) -> Path:
     outdir = sandbox.folder / "cdktf.out"
     env = _with_mirror(mirror)
     result = interrupts.run(
-        [sys.executable, str(PROJECT_ROOT / "main.py"), "--catalog", str(catalog), "--stacks-dir", str(stacks_dir),
+        [sys.executable, str(project / "main.py"), "--catalog", str(catalog), "--stacks-dir", str(stacks_dir),
          "--outdir", str(outdir), "--quiet"],
         env=env,
     )  # fmt: skip
@@ -163,11 +163,18 @@ def _synthesize(
 
 
 def prepare(
-    plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, catalog: Path, stacks_dir: Path, say: Any = print
+    plan: ClusterPlan,
+    sandbox: Sandbox,
+    toolbox: Toolbox,
+    catalog: Path,
+    stacks_dir: Path,
+    say: Any = print,
+    project: Path = PROJECT_ROOT,
 ) -> tuple[Path, dict[str, str]]:
-    """Synthesize the stack into the sandbox and point it at the sandbox; returns its folder and environment."""
+    """Synthesize the stack into the sandbox (by `project`'s main.py: this checkout's, or a commit's own) and point
+    it at the sandbox; returns its folder and environment."""
     mirror = mirror_environment(plan, sandbox)
-    stack_dir = _synthesize(plan, sandbox, catalog, stacks_dir, mirror)
+    stack_dir = _synthesize(plan, sandbox, catalog, stacks_dir, mirror, project)
     stack = json.loads((stack_dir / "cdk.tf.json").read_text())
     uses = [] if registry_providers() else providers.provider_uses(providers.stack_pins(stack), toolbox.tools)
     substitutes = providers.describe_substitutes(uses)
@@ -194,9 +201,10 @@ def _binary(runner: str, toolbox: Toolbox) -> str:
     return found
 
 
-def run_step(name: str, command: list[str], cwd: Path, env: dict[str, str]) -> Step:
+def run_step(name: str, command: list[str], cwd: Path, env: dict[str, str], **stopping: Any) -> Step:
+    """`stopping`: how an interrupt ends it (interrupts.run's `grace` and `stop_signal`)."""
     started = time.monotonic()
-    result = interrupts.run(command, cwd=cwd, env=env)
+    result = interrupts.run(command, cwd=cwd, env=env, **stopping)
     return Step(name, result.returncode, time.monotonic() - started, (result.stdout + result.stderr).strip())
 
 

@@ -4,6 +4,7 @@ subcommand's steps, by name in SUBCOMMANDS; SandboxUsageError and SandboxError s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from themelio_gpu import exits, interrupts
 from themelio_gpu.inputs.problems import Problems
@@ -32,10 +33,14 @@ from themelio_gpu.sandbox import (
     parallel,
     probe,
     providers,
+    read_back,
+    upgrade,
+    upgrade_report,
 )
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
 from themelio_gpu.sandbox.outcomes import Kind
+from themelio_gpu.sandbox.rest import Rest
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
 from themelio_gpu.settings import InputPaths, chart_cache, fleet_folders, input_paths
@@ -124,6 +129,8 @@ def _apply(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
         steps = deploy.execute("apply", args.runner, plan, sandbox, tools, *_inputs(args))
     _show(steps)
     if any(s.code != 0 for s in steps[:-1]) or steps[-1].name != "plan":
+        for line in read_back.recovery(tools, sandbox, plan.name):  # a Helm release an interrupt left pending
+            _say(f"sandbox: {line}")
         return EXIT_FAILED
     if steps[-1].code == 2:
         _say("sandbox: the plan after apply shows changes (above): the stack does not settle")
@@ -190,7 +197,15 @@ def _destroy(args: argparse.Namespace, sandbox: cluster.Sandbox, plan: ClusterPl
 
 def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     """Everything CI asks of a stack, with figures; the sandbox is removed at the end (or on failure,
-    unless --keep)."""
+    unless --keep). With --json the probe's JSON is alone on stdout: all else the run says goes to stderr."""
+    if not args.json:
+        return _run_steps(args, plan, tools, sys.stdout)
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return _run_steps(args, plan, tools, out)
+
+
+def _run_steps(args: argparse.Namespace, plan: ClusterPlan | None, tools: Toolbox | None, out: TextIO) -> int:
     parallel.follow_parent()
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], args.runner)
@@ -205,7 +220,7 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
         figures["apply_and_plan_seconds"] = round(time.monotonic() - mark, 1)
         if code == EXIT_OK and args.probe:
             mark = time.monotonic()
-            code = _probe(args, plan, tools)
+            code = _probe(args, plan, tools, out)
             figures["probe_seconds"] = round(time.monotonic() - mark, 1)
         ok = code == EXIT_OK
     except interrupts.Interrupted:
@@ -284,7 +299,12 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
+def _probe(
+    args: argparse.Namespace,
+    plan: ClusterPlan | None = None,
+    tools: Toolbox | None = None,
+    out: TextIO | None = None,
+) -> int:
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], None)
     sandbox = _sandbox_of(plan.name)
@@ -296,6 +316,7 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
             quota = admission.quota_probe(plan, sandbox, tools)
             queued = kueue_probe.probe_kueue(plan, sandbox, tools)
             placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
+            _wait_cleared(plan, sandbox)
         finally:
             karpenter_probe.end(sandbox, tools)
     if args.json:
@@ -306,7 +327,7 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
             "karpenter": karpenter_probe.as_dicts(launched),
             "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
         }
-        print(json.dumps(report, indent=2), flush=True)
+        print(json.dumps(report, indent=2), file=out or sys.stdout, flush=True)
     else:
         print(probe.as_table(rows))
         print(admission.quota_table(quota))
@@ -329,6 +350,14 @@ def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Too
     agreed = [r.agrees for r in rows] + [q.agrees for q in quota] + [k.agrees for k in queued]
     agreed += [k.agrees for k in launched] + [d.agrees for d in placed]
     return EXIT_OK if all(agreed) else EXIT_FAILED
+
+
+def _wait_cleared(plan: ClusterPlan, sandbox: cluster.Sandbox) -> None:
+    """Until the namespaces of the probe's halves are gone: each half deletes its own as it ends, and the
+    namespace controller removes them (seconds each) while the next half runs; nothing of a probe outlives it."""
+    api = Rest(sandbox.kubeconfig)
+    for namespace in (probe.NAMESPACE, *admission.namespaces(plan)):
+        api.wait_namespace_gone(namespace)
 
 
 def probe_summary(
@@ -377,6 +406,20 @@ def trial(args: argparse.Namespace) -> int:
     return EXIT_OK if agreeing == len(rows) and not report.problems else EXIT_FAILED
 
 
+def _upgrade(args: argparse.Namespace) -> int:
+    """`sandbox upgrade CLUSTER --from REF` (upgrade.py): REF's stack, then the work tree's, on one sandbox."""
+    if args.json:  # the report alone on stdout; the progress lines go to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            report = upgrade.Upgrade(args, _needed, _start, _say).run()
+            _say(upgrade_report.summary(report))
+        print(json.dumps(upgrade_report.as_json(report), indent=2))
+        return EXIT_OK if report.ok else EXIT_FAILED
+    report = upgrade.Upgrade(args, _needed, _start, _say).run()
+    print(upgrade_report.as_text(report))
+    _say(upgrade_report.summary(report))
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
 SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tools": _tools,
     "check": _check,
@@ -387,4 +430,5 @@ SUBCOMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "down": _down,
     "run": _run,
     "probe": _probe,
+    "upgrade": _upgrade,
 }

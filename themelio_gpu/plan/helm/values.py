@@ -58,6 +58,13 @@ def operator_restarts_gpu_clients(operator_version: str) -> bool:
     return release_numbers(operator_version) >= GPU_CLIENT_OPERATOR
 
 
+UPGRADE_CRDS: dict[str, Any] = {"operator": {"upgradeCRD": True}}
+"""Helm installs a chart's `crds/` once and never upgrades them: a GPU Operator upgrade keeps the old
+ClusterPolicy, NVIDIADriver and GPUCluster CRDs unless the chart's pre-upgrade hook applies the new ones
+(`operator.upgradeCRD`). The chart's default, set here so that every stack says it and a review sees an override
+turn it off (docs/day-two.md, the GPU Operator upgraded)."""
+
+
 def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
     dra = any(p.dra for p in pools)
     device_plugin = any(not p.dra for p in pools)
@@ -70,6 +77,7 @@ def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -
     # Every operand must reach every GPU pool: tolerate each pool taint, keeping the chart's defaults.
     tolerations = gpu_pool_tolerations(pools)
     return {
+        **UPGRADE_CRDS,
         "cdi": {"enabled": True},
         "daemonsets": {"tolerations": with_chart_defaults(OPERAND_DEFAULT_TOLERATIONS, tolerations)},
         # With DRA on every pool the device plugin must not run (NVIDIA's documented install). In a mixed
@@ -97,6 +105,7 @@ def gpu_cluster_operator_values(cluster: ClusterDefinition, pools: Sequence[Pool
     """
     tolerations = gpu_pool_tolerations(pools)
     values: dict[str, Any] = {
+        **UPGRADE_CRDS,
         "clusterPolicy": {"deployCR": False},
         "daemonsets": {"tolerations": with_chart_defaults(OPERAND_DEFAULT_TOLERATIONS, tolerations)},
         "draDriver": {"computeDomains": {"enabled": cluster.dra_driver.compute_domains}},
