@@ -195,25 +195,6 @@ def test_the_operators_own_classes_are_shown_but_not_compared() -> None:
     assert not rows["nvidia.com/h100"].uncompared
 
 
-def test_a_reserved_pool_is_probed_through_the_flavor_kueue_yaml_gives_its_queue_and_only_there() -> None:
-    fleet = load_fleet(FLEETS / "consumers" / "catalog" / "gpu-catalog.yaml", FLEETS / "consumers" / "stacks")
-    plan = fleet.cluster("reserved")
-    assert plan is not None
-    rows = planned_rows(plan)
-    queued = {r.key: r for r in rows if " via queue " in r.key}
-    assert {r.key.split(" via ")[0] for r in queued.values()} == {
-        "nvidia.com/h100",
-        "nvidia.com/gpu-48gb",
-        "nvidia.com/gpu",
-    }
-    assert all(r.expected == landed(["h100-train"]) and "queue training" in r.key for r in queued.values())
-    pod = next(iter(queued.values())).ask
-    assert pod.selector[plan.names.pool_label] == "h100-train"  # the flavor's node label
-    assert {"key": "themelio.io/reserved", "operator": "Exists", "effect": "NoSchedule"} in pod.tolerations
-    # The offering's own pods stay off the reserved pools.
-    assert rows_by_key(plan)["nvidia.com/h100"].expected == landed(["h100-open"])
-
-
 def test_no_row_of_any_fixture_cluster_is_without_a_models_answer() -> None:
     for fleet_name, plan in fixture_plans():
         for row in planned_rows(plan):
@@ -381,7 +362,7 @@ def test_probe_json_is_alone_on_stdout(
     import argparse
     import contextlib
 
-    from themelio_gpu.sandbox import daemonsets, probe, workflow
+    from themelio_gpu.sandbox import daemonsets, karpenter_probe, kueue_probe, probe, workflow
 
     plan = example("gpu-east")
     row = probe.Row("nvidia.com/a100", 1, landed(["a100-whole"]), PLACEMENTS, real=landed(["a100-whole"], "n"))
@@ -390,6 +371,9 @@ def test_probe_json_is_alone_on_stdout(
     monkeypatch.setattr(probe, "probe", lambda *a: [row])
     monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
     monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
+    monkeypatch.setattr(kueue_probe, "probe_kueue", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
     monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
     args = argparse.Namespace(json=True, daemonset_model=lambda *a: [])
     assert workflow._probe(args, plan, object()) == 0  # type: ignore[arg-type]
@@ -405,7 +389,7 @@ def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
     import argparse
     import contextlib
 
-    from themelio_gpu.sandbox import daemonsets, parallel, probe, workflow
+    from themelio_gpu.sandbox import daemonsets, karpenter_probe, kueue_probe, parallel, probe, workflow
 
     def saying(text: str) -> Any:
         def step(*args: object) -> int:
@@ -425,6 +409,9 @@ def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
     monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
     monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
     monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
+    monkeypatch.setattr(kueue_probe, "probe_kueue", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
     monkeypatch.setattr(parallel, "follow_parent", lambda: None)
     args = argparse.Namespace(json=True, probe=True, keep=False, runner="terraform", daemonset_model=lambda *a: [])
     assert workflow._run(args, plan, object()) == 0  # type: ignore[arg-type]

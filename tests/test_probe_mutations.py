@@ -4,8 +4,8 @@ A throwaway copy of the fixture fleet `probe-mutations` is deployed once to a sa
 scheduler and controllers). The untouched probe agrees on every row. Then each mutation breaks one thing,
 where the fault would live: in the cluster's live state (a DeviceClass, a node's labels or taints, as a drifted
 cluster has them), or in what the cluster is given beside the stack (the namespace's ResourceQuota that
-`catalog quota` writes, the ResourceFlavor of `kueue.yaml`). The whole probe runs (placement, quota, DaemonSets)
-and the mutation is reverted. The probe must fail exactly the rows that go through what was broken, listed
+`catalog quota` writes, the ResourceFlavor of `kueue.yaml`). The whole probe runs (placement, quota, the Jobs
+through Kueue's own controller, DaemonSets) and the mutation is reverted. The probe must fail exactly the rows that go through what was broken, listed
 below and in docs/sandbox.md, and no other; the models (the fleet's own files) are never changed.
 
 Needs the tools of `make sandbox-tools` and ../shared's charts (skipped with the reason without them; in CI
@@ -35,7 +35,7 @@ from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.render import contracts
 from themelio_gpu.render import kueue as rendered_kueue
-from themelio_gpu.sandbox import admission, daemonsets, deploy, probe
+from themelio_gpu.sandbox import admission, daemonsets, deploy, kueue_probe, probe
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.tools import Toolbox
@@ -90,12 +90,14 @@ def failing(live: Live) -> tuple[set[str], str]:
     """Every row of a whole probe that disagrees with the model, and the probe's tables (for the message)."""
     rows = probe.probe(live.plan, live.sandbox, live.tools)
     quota = admission.quota_probe(live.plan, live.sandbox, live.tools)
+    queued = kueue_probe.probe_kueue(live.plan, live.sandbox, live.tools)
     placed = daemonsets.compare(live.tools, live.sandbox, predict(live.plan, live.sandbox, live.tools))
     found = {f"placement: {r.key}" for r in rows if not r.agrees}
     found |= {f"quota {q.grant}: {q.tried}" for q in quota if not q.agrees}
+    found |= {f"kueue: {k.key}" for k in queued if not k.agrees}
     found |= {f"daemonset: {d.name}" for d in placed if not d.agrees}
-    text = "\n".join([probe.as_table(rows), admission.quota_table(quota), daemonsets.as_table(placed)])
-    return found, text
+    tables = [probe.as_table(rows), admission.quota_table(quota), kueue_probe.as_table(queued)]
+    return found, "\n".join([*tables, daemonsets.as_table(placed)])
 
 
 # --- the mutations ----------------------------------------------------------------------------------------
@@ -271,7 +273,8 @@ MUTATIONS: dict[str, tuple[Any, set[str]]] = {
         | {
             f"quota {g}: pod asking for {implicit_name(A100)}"
             for g in ("nvidia.com/a100", "nvidia.com/a100-mig-1g.5gb", "nvidia.com/l4", "nvidia.com/h100")
-        },
+        }
+        | {"kueue: nvidia.com/a100 x1 through gpus (fits its quota)"},  # admitted, its pod then finds no device
     ),
     "a toleration that misses the pool's taint": (
         toleration_misses_the_pools_taint,
@@ -284,11 +287,15 @@ MUTATIONS: dict[str, tuple[Any, set[str]]] = {
     ),
     "a pool label dropped": (
         pool_label_dropped,
-        {"placement: nvidia.com/l4 via queue inference (flavor pool-l4-inference)"},
+        {
+            "kueue: nvidia.com/l4 x1 through inference (fits its quota; reserved pool l4-inference, the queue that grants it)"
+        },
     ),
     "a Kueue flavor without the reserved pool's toleration": (
         kueue_flavor_without_the_reserved_toleration,
-        {"placement: nvidia.com/h100 via queue training (flavor pool-h100-train)"},
+        {
+            "kueue: nvidia.com/h100 x1 through training (fits its quota; reserved pool h100-train, the queue that grants it)"
+        },
     ),
     "nvidia.com/dra-kubelet-plugin removed from nodes": (dra_kubelet_plugin_label_removed, {KUBELET_PLUGIN}),
 }
@@ -312,8 +319,8 @@ def _kind(row: str) -> str:
         return "quota"
     if row.startswith("daemonset: "):
         return "daemonset"
-    if " via queue " in row:
-        return "queue"
+    if row.startswith("kueue: "):
+        return "kueue"
     return (
         "placement by name" if row.removeprefix("placement: ").startswith("nvidia.com/") else "placement by class"
     )
@@ -322,7 +329,7 @@ def _kind(row: str) -> str:
 def test_the_slice_ci_runs_fails_every_kind_of_row_any_mutation_fails() -> None:
     assert set(CI_SLICE) <= set(MUTATIONS)
     every = {_kind(row) for _, rows in MUTATIONS.values() for row in rows}
-    assert every == {"quota", "daemonset", "queue", "placement by name", "placement by class"}
+    assert every == {"quota", "daemonset", "kueue", "placement by name", "placement by class"}
     assert {_kind(row) for name in CI_SLICE for row in MUTATIONS[name][1]} == every
 
 

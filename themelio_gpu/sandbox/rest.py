@@ -33,6 +33,12 @@ _GROUPS = {
     "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+    "Job": ("/apis/batch/v1", "jobs", True),
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads", True),
+    "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
+    "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
+    "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
+    "NodeClaim": ("/apis/karpenter.sh/v1", "nodeclaims", False),
 }
 """Kind -> (API path, resource, namespaced): the kinds the probes touch."""
 
@@ -79,28 +85,30 @@ class Rest:
     def __del__(self) -> None:
         self.close()
 
-    def _send(self, method: str, where: str, data: bytes | None) -> tuple[int, str]:
+    def _send(
+        self, method: str, where: str, data: bytes | None, content_type: str = "application/json"
+    ) -> tuple[int, str]:
         if self._connection is None:
             self._connection = http.client.HTTPSConnection(
                 self.host, self.port, context=self.context, timeout=TIMEOUT_SECONDS
             )
-        self._connection.request(method, where, body=data, headers={"Content-Type": "application/json"})
+        self._connection.request(method, where, body=data, headers={"Content-Type": content_type})
         response = self._connection.getresponse()
         text = response.read().decode()
         if response.will_close:
             self.close()
         return response.status, text
 
-    def request(self, method: str, where: str, body: Any = None) -> Answer:
+    def request(self, method: str, where: str, body: Any = None, content_type: str = "application/json") -> Answer:
         data = json.dumps(body).encode() if body is not None else None
         try:
             try:
-                status, text = self._send(method, where, data)
+                status, text = self._send(method, where, data, content_type)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 # The server ended the kept connection while it was idle, before it read this request (its
                 # idle timeout): once more on a new connection.
                 self.close()
-                status, text = self._send(method, where, data)
+                status, text = self._send(method, where, data, content_type)
         except (OSError, http.client.HTTPException) as error:
             self.close()
             raise SandboxError(f"the sandbox's API server did not answer {method} {where}: {error}") from None
@@ -135,9 +143,17 @@ class Rest:
             if refused is not None:
                 raise SandboxError(f"creating {document['kind']} {document['metadata']['name']}: {refused}")
 
+    def patch(self, kind: str, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of the object; a refusal is a SandboxError."""
+        where = path(kind, namespace, name)
+        answer = self.request("PATCH", where, patch, "application/merge-patch+json")
+        if answer.status != 200:
+            raise SandboxError(f"PATCH {where}: {answer.status} {answer.message}")
+
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
-        """Delete the object at once (no grace period); one that is gone already is fine."""
-        where = path(kind, namespace, name) + "?gracePeriodSeconds=0"
+        """Delete the object at once (no grace period) and what it owns after it (a Job's pods); one that is gone
+        already is fine."""
+        where = path(kind, namespace, name) + "?gracePeriodSeconds=0&propagationPolicy=Background"
         answer = self.request("DELETE", where)
         if answer.status not in (200, 202, 404):
             raise SandboxError(f"DELETE {where}: {answer.status} {answer.message}")

@@ -28,6 +28,8 @@ from themelio_gpu.sandbox import (
     daemonsets,
     deploy,
     inventory,
+    karpenter_probe,
+    kueue_probe,
     parallel,
     probe,
     providers,
@@ -47,7 +49,7 @@ from themelio_gpu.words import count
 EXIT_OK, EXIT_FAILED = exits.OK, exits.FAILED
 
 
-UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm", "karpenter-crds")
+UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
 
 
 def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
@@ -308,25 +310,46 @@ def _probe(
     sandbox = _sandbox_of(plan.name)
     predict: daemonsets.Predictor = args.daemonset_model
     with _working_on(sandbox):
-        rows = probe.probe(plan, sandbox, tools)
-        quota = admission.quota_probe(plan, sandbox, tools)
-        placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
-        _wait_cleared(plan, sandbox)
+        try:  # Karpenter's rows first: the others find one node per Karpenter pool, as the model has it
+            launched = karpenter_probe.probe_karpenter(plan, sandbox)
+            rows = probe.probe(plan, sandbox, tools)
+            quota = admission.quota_probe(plan, sandbox, tools)
+            queued = kueue_probe.probe_kueue(plan, sandbox, tools)
+            placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
+            _wait_cleared(plan, sandbox)
+        finally:
+            karpenter_probe.end(sandbox, tools)
     if args.json:
         report = {
             "placement": probe.as_dicts(rows),
             "quota": admission.as_dicts(quota),
+            "kueue": kueue_probe.as_dicts(queued),
+            "karpenter": karpenter_probe.as_dicts(launched),
             "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
         }
         print(json.dumps(report, indent=2), file=out or sys.stdout, flush=True)
     else:
         print(probe.as_table(rows))
         print(admission.quota_table(quota))
+        for part in (
+            kueue_probe.as_table(queued) if queued else "",
+            karpenter_probe.as_table(launched) if launched else "",
+        ):
+            if part:
+                print(part)
         print(daemonsets.as_table(placed), flush=True)
     # The summary goes with the tables; beside JSON it goes to stderr, so that stdout is the JSON alone.
-    print(probe_summary(plan.name, rows, quota, placed), file=sys.stderr if args.json else sys.stdout, flush=True)
-    failed = [r for r in rows if not r.agrees] + [q for q in quota if not q.agrees]
-    return EXIT_FAILED if failed or not all(d.agrees for d in placed) else EXIT_OK
+    summary = probe_summary(plan.name, rows, quota, placed)
+    summary += f"; Kueue: {len(queued)} Jobs, {sum(k.agrees for k in queued)} as the model says" if queued else ""
+    summary += (
+        f"; Karpenter: {len(launched)} attempts, {sum(k.agrees for k in launched)} as the model says"
+        if launched
+        else ""
+    )
+    print(summary, file=sys.stderr if args.json else sys.stdout, flush=True)
+    agreed = [r.agrees for r in rows] + [q.agrees for q in quota] + [k.agrees for k in queued]
+    agreed += [k.agrees for k in launched] + [d.agrees for d in placed]
+    return EXIT_OK if all(agreed) else EXIT_FAILED
 
 
 def _wait_cleared(plan: ClusterPlan, sandbox: cluster.Sandbox) -> None:

@@ -5,7 +5,8 @@ rendered as `verify` renders it (`render.py`: the stack's values, the cluster's 
 is `verify`'s own (`proof.py`: each pool's nodes modelled from its contract and settled with the labels NFD and
 the operator add, each DaemonSet placed there). Each sandbox node gets the verdict of its counterpart in the
 model: a static node is itself; a provisioned pool's nodes are alike, as verify's one node of it; a Karpenter
-node is the model's node of the pool's first instance and capacity type, which the sandbox makes it from.
+node (the one the probe had Karpenter launch, recorded as the pool's) is the model's node of the pool's first
+instance and capacity type.
 
 Neither NFD nor the GPU Operator runs in the sandbox: it sets NFD's NVIDIA PCI label itself and no label of the
 operator's. Where verify's verdict on a node rests on a runtime label the sandbox does not give it (the verdict

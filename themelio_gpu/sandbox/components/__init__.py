@@ -14,11 +14,17 @@ from typing import Any
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.components.base import Component, Context
 from themelio_gpu.sandbox.components.chart_repository import ChartRepository
+from themelio_gpu.sandbox.components.karpenter import Karpenter
+from themelio_gpu.sandbox.components.kueue import Kueue
 from themelio_gpu.sandbox.supervisor import Supervisor
 
 __all__ = ["COMPONENTS", "Component", "Context", "start", "stop", "tools", "wanted"]
 
-COMPONENTS: tuple[Component, ...] = (ChartRepository(),)
+COMPONENTS: tuple[Component, ...] = (
+    ChartRepository(),
+    Karpenter(),
+    Kueue(),
+)
 """Every component, in the order they start."""
 
 
