@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures day-two setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
+.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures day-two probe-mutations setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -43,6 +43,11 @@ lint: .venv/.synced
 
 test: lint node_modules/.synced
 	$(VENV)/pytest
+
+# Every mutation of the sandbox probe's mutation suite (tests/test_probe_mutations.py; `make test` runs a covering
+# slice of them): each breaks one thing on a real sandbox and must fail exactly its own rows. docs/sandbox.md.
+probe-mutations: .venv/.synced
+	THEMELIO_EVERY_MUTATION=1 $(VENV)/pytest -q tests/test_probe_mutations.py
 
 # The tests that follow your fleet (catalog/ and stacks/): its reviewed snapshots, contract files and schemas.
 # Seconds, where `make test` (the tool's own tests too) takes minutes: the README's edit loop runs this.

@@ -195,25 +195,6 @@ def test_the_operators_own_classes_are_shown_but_not_compared() -> None:
     assert not rows["nvidia.com/h100"].uncompared
 
 
-def test_a_reserved_pool_is_probed_through_the_flavor_kueue_yaml_gives_its_queue_and_only_there() -> None:
-    fleet = load_fleet(FLEETS / "consumers" / "catalog" / "gpu-catalog.yaml", FLEETS / "consumers" / "stacks")
-    plan = fleet.cluster("reserved")
-    assert plan is not None
-    rows = planned_rows(plan)
-    queued = {r.key: r for r in rows if " via queue " in r.key}
-    assert {r.key.split(" via ")[0] for r in queued.values()} == {
-        "nvidia.com/h100",
-        "nvidia.com/gpu-48gb",
-        "nvidia.com/gpu",
-    }
-    assert all(r.expected == landed(["h100-train"]) and "queue training" in r.key for r in queued.values())
-    pod = next(iter(queued.values())).ask
-    assert pod.selector[plan.names.pool_label] == "h100-train"  # the flavor's node label
-    assert {"key": "themelio.io/reserved", "operator": "Exists", "effect": "NoSchedule"} in pod.tolerations
-    # The offering's own pods stay off the reserved pools.
-    assert rows_by_key(plan)["nvidia.com/h100"].expected == landed(["h100-open"])
-
-
 def test_no_row_of_any_fixture_cluster_is_without_a_models_answer() -> None:
     for fleet_name, plan in fixture_plans():
         for row in planned_rows(plan):
@@ -381,7 +362,7 @@ def test_probe_json_is_alone_on_stdout(
     import argparse
     import contextlib
 
-    from themelio_gpu.sandbox import daemonsets, nvidia_report, probe, workflow
+    from themelio_gpu.sandbox import daemonsets, karpenter_probe, kueue_probe, nvidia_report, probe, workflow
 
     plan = example("gpu-east")
     row = probe.Row("nvidia.com/a100", 1, landed(["a100-whole"]), PLACEMENTS, real=landed(["a100-whole"], "n"))
@@ -390,12 +371,64 @@ def test_probe_json_is_alone_on_stdout(
     monkeypatch.setattr(probe, "probe", lambda *a: [row])
     monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
     monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
+    monkeypatch.setattr(kueue_probe, "probe_kueue", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
+    monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
     monkeypatch.setattr(nvidia_report, "read", lambda *a: nvidia_report.NvidiaReport(None, {}, 0, 0))
     args = argparse.Namespace(json=True, daemonset_model=lambda *a: [])
     assert workflow._probe(args, plan, object()) == 0  # type: ignore[arg-type]
     out, err = capsys.readouterr()
     assert json.loads(out)["placement"][0]["agrees"] is True and json.loads(out)["nvidia"]["agrees"] is True
     assert err.startswith("sandbox probe: gpu-east: placement: 1 pods, 1 as the model says")
+
+
+def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sandbox run --probe --json`: what up, apply and down say, and the run's figures, go to stderr."""
+    import argparse
+    import contextlib
+
+    from themelio_gpu.sandbox import (
+        daemonsets,
+        karpenter_probe,
+        kueue_probe,
+        nvidia_report,
+        parallel,
+        probe,
+        workflow,
+    )
+
+    def saying(text: str) -> Any:
+        def step(*args: object) -> int:
+            workflow._say(text)
+            return 0
+
+        return step
+
+    plan = example("gpu-east")
+    row = probe.Row("nvidia.com/a100", 1, landed(["a100-whole"]), PLACEMENTS, real=landed(["a100-whole"], "n"))
+    monkeypatch.setattr(workflow, "_start", saying("sandbox: gpu-east is up"))
+    monkeypatch.setattr(workflow, "_apply", saying("sandbox: apply: ok"))
+    monkeypatch.setattr(workflow, "_down", saying("sandbox: gpu-east is down"))
+    monkeypatch.setattr(workflow, "_sandbox_of", lambda name: None)
+    monkeypatch.setattr(workflow, "_working_on", lambda sandbox: contextlib.nullcontext())
+    monkeypatch.setattr(probe, "probe", lambda *a: [row])
+    monkeypatch.setattr(admission, "quota_probe", lambda *a: [])
+    monkeypatch.setattr(daemonsets, "compare", lambda *a: [])
+    monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
+    monkeypatch.setattr(kueue_probe, "probe_kueue", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
+    monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
+    monkeypatch.setattr(nvidia_report, "read", lambda *a: nvidia_report.NvidiaReport(None, {}, 0, 0))
+    monkeypatch.setattr(parallel, "follow_parent", lambda: None)
+    args = argparse.Namespace(json=True, probe=True, keep=False, runner="terraform", daemonset_model=lambda *a: [])
+    assert workflow._run(args, plan, object()) == 0  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert json.loads(out)["placement"][0]["tried"] == "nvidia.com/a100"
+    assert "gpu-east is up" in err and "apply: ok" in err and "gpu-east is down" in err
+    assert "sandbox run: {" in err and "sandbox probe: gpu-east: placement: 1 pods" in err
 
 
 # --- the devices the scheduler allocated, checked against the offering and the CEL evaluator -------------

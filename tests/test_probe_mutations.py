@@ -4,17 +4,20 @@ A throwaway copy of the fixture fleet `probe-mutations` is deployed once to a sa
 scheduler and controllers). The untouched probe agrees on every row. Then each mutation breaks one thing,
 where the fault would live: in the cluster's live state (a DeviceClass, a node's labels or taints, as a drifted
 cluster has them), or in what the cluster is given beside the stack (the namespace's ResourceQuota that
-`catalog quota` writes, the ResourceFlavor of `kueue.yaml`). The whole probe runs (placement, quota, DaemonSets)
-and the mutation is reverted. The probe must fail exactly the rows that go through what was broken, listed
+`catalog quota` writes, the ResourceFlavor of `kueue.yaml`). The whole probe runs (placement, quota, the Jobs
+through Kueue's own controller, DaemonSets) and the mutation is reverted. The probe must fail exactly the rows that go through what was broken, listed
 below and in docs/sandbox.md, and no other; the models (the fleet's own files) are never changed.
 
 Needs the tools of `make sandbox-tools` and ../shared's charts (skipped with the reason without them; in CI
 nothing skips). One sandbox for the whole module: about a minute to set up and one probe run per mutation.
+`make test` (CI's too) runs the untouched probe and a covering slice of the mutations, one for each kind of row
+the probe has (`CI_SLICE`); `make probe-mutations` runs every mutation (THEMELIO_EVERY_MUTATION=1).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +35,7 @@ from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.render import contracts
 from themelio_gpu.render import kueue as rendered_kueue
-from themelio_gpu.sandbox import admission, daemonsets, deploy, probe
+from themelio_gpu.sandbox import admission, daemonsets, deploy, kueue_probe, probe
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.tools import Toolbox
@@ -87,12 +90,14 @@ def failing(live: Live) -> tuple[set[str], str]:
     """Every row of a whole probe that disagrees with the model, and the probe's tables (for the message)."""
     rows = probe.probe(live.plan, live.sandbox, live.tools)
     quota = admission.quota_probe(live.plan, live.sandbox, live.tools)
+    queued = kueue_probe.probe_kueue(live.plan, live.sandbox, live.tools)
     placed = daemonsets.compare(live.tools, live.sandbox, predict(live.plan, live.sandbox, live.tools))
     found = {f"placement: {r.key}" for r in rows if not r.agrees}
     found |= {f"quota {q.grant}: {q.tried}" for q in quota if not q.agrees}
+    found |= {f"kueue: {k.key}" for k in queued if not k.agrees}
     found |= {f"daemonset: {d.name}" for d in placed if not d.agrees}
-    text = "\n".join([probe.as_table(rows), admission.quota_table(quota), daemonsets.as_table(placed)])
-    return found, text
+    tables = [probe.as_table(rows), admission.quota_table(quota), kueue_probe.as_table(queued)]
+    return found, "\n".join([*tables, daemonsets.as_table(placed)])
 
 
 # --- the mutations ----------------------------------------------------------------------------------------
@@ -268,7 +273,8 @@ MUTATIONS: dict[str, tuple[Any, set[str]]] = {
         | {
             f"quota {g}: pod asking for {implicit_name(A100)}"
             for g in ("nvidia.com/a100", "nvidia.com/a100-mig-1g.5gb", "nvidia.com/l4", "nvidia.com/h100")
-        },
+        }
+        | {"kueue: nvidia.com/a100 x1 through gpus (fits its quota)"},  # admitted, its pod then finds no device
     ),
     "a toleration that misses the pool's taint": (
         toleration_misses_the_pools_taint,
@@ -281,14 +287,50 @@ MUTATIONS: dict[str, tuple[Any, set[str]]] = {
     ),
     "a pool label dropped": (
         pool_label_dropped,
-        {"placement: nvidia.com/l4 via queue inference (flavor pool-l4-inference)"},
+        {
+            "kueue: nvidia.com/l4 x1 through inference (fits its quota; reserved pool l4-inference, the queue that grants it)"
+        },
     ),
     "a Kueue flavor without the reserved pool's toleration": (
         kueue_flavor_without_the_reserved_toleration,
-        {"placement: nvidia.com/h100 via queue training (flavor pool-h100-train)"},
+        {
+            "kueue: nvidia.com/h100 x1 through training (fits its quota; reserved pool h100-train, the queue that grants it)"
+        },
     ),
     "nvidia.com/dra-kubelet-plugin removed from nodes": (dra_kubelet_plugin_label_removed, {KUBELET_PLUGIN}),
 }
+
+
+CI_SLICE = (
+    "a quota key misspelt",
+    "a DeviceClass selector naming another product",
+    "a Kueue flavor without the reserved pool's toleration",
+    "nvidia.com/dra-kubelet-plugin removed from nodes",
+)
+"""The mutations `make test` runs: one for each kind of row (quota admission; placement by name, implicit name
+and ResourceClaim, with the quota rows of the scheduler's claims; a queue's flavor; DaemonSets, the issue's own
+case). Each mutation left out fails rows of a kind one in the slice fails too."""
+EVERY_MUTATION = "THEMELIO_EVERY_MUTATION"
+RUN = list(MUTATIONS) if os.environ.get(EVERY_MUTATION) == "1" else list(CI_SLICE)
+
+
+def _kind(row: str) -> str:
+    if row.startswith("quota "):
+        return "quota"
+    if row.startswith("daemonset: "):
+        return "daemonset"
+    if row.startswith("kueue: "):
+        return "kueue"
+    return (
+        "placement by name" if row.removeprefix("placement: ").startswith("nvidia.com/") else "placement by class"
+    )
+
+
+def test_the_slice_ci_runs_fails_every_kind_of_row_any_mutation_fails() -> None:
+    assert set(CI_SLICE) <= set(MUTATIONS)
+    every = {_kind(row) for _, rows in MUTATIONS.values() for row in rows}
+    assert every == {"quota", "daemonset", "kueue", "placement by name", "placement by class"}
+    assert {_kind(row) for name in CI_SLICE for row in MUTATIONS[name][1]} == every
 
 
 def test_the_untouched_sandbox_agrees_on_every_row(live: Live) -> None:
@@ -296,7 +338,7 @@ def test_the_untouched_sandbox_agrees_on_every_row(live: Live) -> None:
     assert found == set(), text
 
 
-@pytest.mark.parametrize("name", list(MUTATIONS))
+@pytest.mark.parametrize("name", RUN)
 def test_each_mutation_fails_the_rows_that_go_through_it_and_no_other(
     live: Live, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:

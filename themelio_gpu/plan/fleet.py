@@ -30,7 +30,7 @@ from themelio_gpu.plan.coverage import check_coverage
 from themelio_gpu.plan.device_classes import check_one_class_per_name, classes_of
 from themelio_gpu.plan.kubernetes_version import check_version_gates, version_warnings
 from themelio_gpu.plan.model import ClusterPlan, DeviceClassSpec, Fleet
-from themelio_gpu.plan.pools import pool_contracts
+from themelio_gpu.plan.pools import karpenter_dra_pools, pool_contracts
 from themelio_gpu.plan.releases import dra_driver_release, operator_release
 from themelio_gpu.plan.terraform_version import required_terraform_version
 
@@ -63,6 +63,8 @@ def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str
     advice = Problems()
     for plan in plans:
         for location, message in kueue.ungranted_reserved_pools(plan.definition, plan.pools):
+            advice.add(plan.file, location, message)
+        for location, message in karpenter_dra_pools(plan.definition):
             advice.add(plan.file, location, message)
     add_positions(advice, files.documents)
     return Fleet(

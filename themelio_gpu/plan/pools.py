@@ -72,3 +72,26 @@ def pool_contracts(
             problems.add(file, (*where, *field), message)
         contracts.append(contract)
     return tuple(contracts)
+
+
+KARPENTER_RELEASE = "1.14.1"
+"""The Karpenter release whose behaviour with DRA the sandbox showed (docs/consumers.md#karpenter)."""
+
+
+def karpenter_dra_pools(cluster: ClusterDefinition) -> list[tuple[KeyPath, str]]:
+    """Warnings, as (location, message): Karpenter pools that serve their offerings only through DRA. Karpenter
+    launches a node for a pending pod only where an instance type lists every extended resource the pod asks
+    for; a DRA pool's `nvidia.com/<offering>` is served by a DeviceClass's `extendedResourceName`, which it does
+    not read, so it launches no node for such a pod: on an empty pool the pod stays Pending. The cluster file has
+    no minimum size for a Karpenter pool, so every such pool is named."""
+    return [
+        (
+            ("nodePools", index, "provisioning", "karpenter"),
+            f"pool {pool.name} is a Karpenter pool serving its GPUs only through DRA: Karpenter {KARPENTER_RELEASE} "
+            "launches no node for a pod asking for a DRA-backed name (nvidia.com/<offering>; no instance type lists "
+            "it), so such pods stay Pending while the pool has no node. Keep warm nodes in it, or serve it through "
+            "the device plugin (dra: false): docs/consumers.md#karpenter-and-dra",
+        )
+        for index, pool in enumerate(cluster.node_pools)
+        if pool.provisioning.karpenter is not None and pool.dra
+    ]

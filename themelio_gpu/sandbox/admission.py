@@ -212,13 +212,17 @@ def quota_probe(
     api = Rest(sandbox.kubeconfig)
     published = published or probe.read_published(api)
     rows: list[QuotaRow] = []
-    for number, offering in enumerate(plan.offerings):
+    for offering, namespace in zip(plan.offerings, namespaces(plan), strict=True):
         grants, problems = resolve_grants(quota, plan, [(offering.name, 1)])
         if problems:
             raise SandboxError(f"catalog quota {offering.name}=1: {problems}")
-        namespace = f"themelio-quota-{number}"
         rows += _namespace(plan, sandbox, api, published, quota, namespace, offering.name, grants)
     return rows
+
+
+def namespaces(plan: ClusterPlan) -> list[str]:
+    """The namespace of each offering's grant."""
+    return [f"themelio-quota-{number}" for number, _ in enumerate(plan.offerings)]
 
 
 def _namespace(
@@ -236,12 +240,11 @@ def _namespace(
     found = _attempts(plan, granted)
     ledger = Ledger(plan, hard)
     rows: list[QuotaRow] = []
-    objects = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        contracts.resource_quota(contracts.WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names),
-    ]
-    api.create_all(objects)
+    api.fresh_namespace(namespace)
     try:
+        api.create_all(
+            [contracts.resource_quota(contracts.WALDUR_RESOURCE_QUOTA_NAME, namespace, hard, plan.names)]
+        )
         _wait_quota_ready(api, namespace)
         # One attempt at a time, each pod until the scheduler has decided it. A pod left Pending is deleted (but
         # the grant's, whose charge one more must meet): while the scheduler retries it, its in-flight
@@ -279,7 +282,7 @@ def _clear(api: Rest, namespace: str) -> None:
     for name in claims:
         api.delete("ResourceClaim", namespace, name)
     left = attempts.wait_gone(api, namespace, "ResourceClaim", claims)
-    api.delete("Namespace", None, namespace)
+    api.delete_namespace(namespace, wait=False)  # `sandbox probe` waits for it at its end
     if left:
         raise SandboxError(f"the claims in {namespace} were not removed within the wait: {', '.join(left)}")
 

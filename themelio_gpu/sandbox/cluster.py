@@ -140,8 +140,7 @@ def _bring_up(
     port: int | None,
     say: Callable[[str], None],
 ) -> str:
-    """The control plane, (Karpenter's CRDs,) the nodes and their GPUs, the components, the state; returns what
-    is up, in words."""
+    """The control plane, the nodes and their GPUs, the components, the state; returns what is up, in words."""
     args = feature_gate_args(plan.definition)
     kubernetes = kubernetes_tool(plan.definition)
     say(
@@ -155,13 +154,6 @@ def _bring_up(
         "kwok-controller": toolbox.binary("kwok"),
     }
     ports = control_plane.start(toolbox, sandbox, binaries, args, port=port, say=say)
-    if any(pool.provisioning.karpenter for pool in plan.definition.node_pools):
-        # Karpenter's CRDs come first, as the README asks of users: the stack's NodePool needs them.
-        crds = toolbox.tools["karpenter-crds"]
-        for name in crds.files:
-            kubectl(toolbox, sandbox, "create", "-f", str(crds.path(name)))
-        kubectl(toolbox, sandbox, "wait", "--for=condition=Established", "--timeout=60s",
-                 "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh")  # fmt: skip
     nodes = simulated_nodes(plan)
     _register(toolbox, sandbox, nodes)
     if any(n.pool for n in nodes):

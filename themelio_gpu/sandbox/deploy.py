@@ -7,7 +7,8 @@ Terraform's own mechanisms point it at the sandbox:
 - `HOME` is the sandbox's home, whose kubeconfig (at the path the cluster file names, `~/.kube/config` or
   another) has the cluster file's context pointing at the sandbox's API server;
 - `sandbox_override.tf.json` (a Terraform override file) sets a local backend in the sandbox's folder (and,
-  for a cluster reached by host and exec plugin, the providers' access to the sandbox);
+  for a cluster reached by host and exec plugin, the providers' access to the sandbox; for a Karpenter pool,
+  its NodePool's `nodeClassRef` to the kwok provider's node class);
 - `TF_CLI_CONFIG_FILE` installs the providers from the sandbox's filesystem mirror of HashiCorp's providers as
   built from source (providers.py), unless THEMELIO_SANDBOX_PROVIDERS=registry.
 `terraform` (1.11, or $THEMELIO_TERRAFORM), `tofu` (the built OpenTofu) or `cdktf` (`cdktf deploy` through
@@ -32,7 +33,7 @@ from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import providers
 from themelio_gpu.sandbox.cluster import Sandbox
-from themelio_gpu.sandbox.components import chart_repository
+from themelio_gpu.sandbox.components import chart_repository, karpenter
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import PROJECT_ROOT, Toolbox, registry_providers
 from themelio_gpu.settings import CHART_MIRROR_ENV
@@ -107,8 +108,9 @@ def _override(
     plan: ClusterPlan, sandbox: Sandbox, stack: dict[str, Any], uses: list[providers.ProviderUse]
 ) -> dict[str, Any]:
     """The sandbox's state and API access; the provider releases that stand for pins the sandbox cannot build
-    (describe_substitutes); and, for a release whose cluster file names a repository address of its own (out of
-    the sandbox's reach), the sandbox's chart repository as that release's repository."""
+    (describe_substitutes); for a release whose cluster file names a repository address of its own (out of
+    the sandbox's reach), the sandbox's chart repository as that release's repository; and each Karpenter
+    NodePool with the kwok provider's node class."""
     override: dict[str, Any] = {
         "terraform": {"backend": {"local": {"path": str(sandbox.folder / "terraform.tfstate")}}},
     }
@@ -121,6 +123,9 @@ def _override(
     if replaced:
         url = sandbox.state()["chartRepository"]
         override["resource"] = {"helm_release": {name: {"repository": url} for name in replaced}}
+    node_pools = karpenter.node_pool_overrides(stack)  # the kwok provider's node class (components/karpenter.py)
+    if node_pools:
+        override.setdefault("resource", {})["kubernetes_manifest"] = node_pools
     return override
 
 

@@ -6,8 +6,10 @@ pods without containers). Per pool kind:
 - static: the named nodes, with nothing of the contract: the stack labels and taints them;
 - provisioned: `PROVISIONED_NODES` nodes per pool, registered as the stack's output tells a node group to
   register them (the contract's labels and taints, as `--node-labels` and `--register-with-taints` give);
-- karpenter: one node per pool as Karpenter makes it from the NodePool: the template's labels and taints,
-  `karpenter.sh/nodepool`, the first instance type and capacity type;
+- karpenter: none. Karpenter's own controller (components/karpenter.py) launches them for pending pods; the
+  probe models one node per pool as it launches it (`model_nodes`: the template's labels and taints,
+  `karpenter.sh/nodepool`, the first instance type and capacity type), and its ResourceSlices are written as
+  it registers (components/karpenter_slices.py);
 and one CPU node without GPUs or taints (`SYSTEM_NODE`), where the cluster's controllers run, and a
 control-plane node (`CONTROL_PLANE_NODE`), tainted as kubeadm taints one.
 
@@ -222,7 +224,8 @@ def _taints(contract: PoolContract) -> list[dict[str, str]]:
     return [t.as_object() for t in contract.taints]
 
 
-def _allocatable(contract: PoolContract) -> dict[str, str]:
+def node_allocatable(contract: PoolContract) -> dict[str, str]:
+    """What a node of the pool advertises: CPU, memory and pods, and on a device-plugin pool its GPUs."""
     allocatable = dict(NODE_ALLOCATABLE)
     if contract.dra:  # a DRA node advertises no GPU name
         return allocatable
@@ -246,8 +249,22 @@ def _names(pool: NodePool, cluster: str) -> Iterator[tuple[str, str]]:
         yield f"{cluster}-{pool.name}-karpenter-0", "karpenter"
 
 
+def gpu_slices(name: str, contract: PoolContract) -> tuple[dict[str, Any], ...]:
+    """The ResourceSlices a node of the pool publishes (none on a device-plugin pool)."""
+    if not contract.dra:
+        return ()
+    mig = dict(contract.mig_devices) if contract.mig_devices is not None else None
+    return (resource_slice(name, gpu_devices(name, contract.product, contract.gpus_per_node, mig)),)
+
+
 def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
-    """Every node of every pool of the cluster, with its slices, in the cluster file's order."""
+    """Every node the sandbox registers, with its slices, in the cluster file's order: no Karpenter pool's."""
+    return [node for node in model_nodes(plan) if node.kind != "karpenter"]
+
+
+def model_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
+    """Every node of every pool of the cluster as the probe has them, with its slices, in the cluster file's
+    order: the registered ones and, per Karpenter pool, the one node the probe has Karpenter launch."""
     contracts = {c.name: c for c in plan.pools}
     version = plan.definition.kubernetes_version.lstrip("v")
     kubelet = f"v{version}" if version.count(".") == 2 else f"v{version}.0"
@@ -271,12 +288,10 @@ def simulated_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
                     "node.kubernetes.io/instance-type": karpenter.instance_types[0],
                 }
                 taints = _taints(contract)
-            slices: tuple[dict[str, Any], ...] = ()
-            if contract.dra:
-                mig = dict(contract.mig_devices) if contract.mig_devices is not None else None
-                slices = (resource_slice(name, gpu_devices(name, contract.product, contract.gpus_per_node, mig)),)
-            manifest = _node(name, labels, taints, _allocatable(contract), kubelet)
-            nodes.append(SimulatedNode(name, pool.name, kind, manifest, slices, driver_publishes(contract)))
+            slices = gpu_slices(name, contract)
+            manifest = _node(name, labels, taints, node_allocatable(contract), kubelet)
+            by_driver = driver_publishes(contract) and kind != "karpenter"  # no plugin runs on Karpenter's nodes
+            nodes.append(SimulatedNode(name, pool.name, kind, manifest, slices, by_driver))
     system = _node(SYSTEM_NODE, {"node-role.kubernetes.io/system": ""}, [], dict(NODE_ALLOCATABLE), kubelet)
     nodes.append(SimulatedNode(SYSTEM_NODE, "", "system", system, ()))
     control_taint = [{"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"}]

@@ -11,9 +11,7 @@ Every row's expectation is computed, never written down:
   `deviceclass.resource.kubernetes.io/<class>` and a pod claiming one of its devices through a
   ResourceClaimTemplate (the second seed's way): the pools where the offline CEL evaluator (`dryrun/`, what
   `match` and `trial` use) finds a device of the class's selector among the devices the sandbox publishes;
-- for each queue of the cluster file that grants a reserved pool, a pod as Kueue admits it there (the node
-  labels and tolerations of the ResourceFlavor the rendered `kueue.yaml` gives the queue): the pools the
-  queue grants that serve the offering and match its selector. The flavor is what is tried, not the model.
+Kueue's admission is asked apart, through Kueue's own controller (kueue_model.py, kueue_probe.py).
 """
 
 from __future__ import annotations
@@ -34,10 +32,8 @@ from themelio_gpu.k8s.nvidia import device_plugin_resource
 from themelio_gpu.k8s.scheduling import selector_mismatches, untolerated
 from themelio_gpu.plan.coverage import device_plugin_names
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.plan.quota import plan_quota
-from themelio_gpu.render.kueue import kueue_objects
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.nodes import simulated_nodes
+from themelio_gpu.sandbox.nodes import model_nodes
 from themelio_gpu.sandbox.outcomes import Outcome, landed, no_fit
 
 PLACEMENTS = "validate's placements"
@@ -82,7 +78,7 @@ class Planned:
     what quota attempts in one namespace leave each other (`admission.Ledger`)."""
 
 
-def _tolerations(offering: ResolvedOffering | None) -> tuple[Mapping[str, Any], ...]:
+def tolerations_of(offering: ResolvedOffering | None) -> tuple[Mapping[str, Any], ...]:
     given = offering.tolerations if offering is not None else DEFAULT_TOLERATIONS
     return tuple(t.model_dump(exclude_none=True) for t in given)
 
@@ -109,26 +105,26 @@ def _units(offering: ResolvedOffering, pool: PoolContract, name: str) -> dict[st
     }
 
 
-def _per_node(offering: ResolvedOffering, pool: PoolContract, name: str) -> int:
+def per_node(offering: ResolvedOffering, pool: PoolContract, name: str) -> int:
     return sum(_units(offering, pool, name).values())
 
 
 def _nodes(plan: ClusterPlan) -> dict[str, int]:
     """Pool -> how many nodes the sandbox registers for it."""
     found: dict[str, int] = {}
-    for node in simulated_nodes(plan):
+    for node in model_nodes(plan):
         found[node.pool] = found.get(node.pool, 0) + 1
     return found
 
 
-def _room(
+def room_of(
     plan: ClusterPlan, offering: ResolvedOffering, pools: Sequence[PoolContract], name: str
 ) -> dict[str, dict[str, int]]:
     nodes = _nodes(plan)
     return {p.name: {u: n * nodes.get(p.name, 0) for u, n in _units(offering, p, name).items()} for p in pools}
 
 
-def _serves(plan: ClusterPlan, offering: ResolvedOffering, pool: PoolContract, name: str) -> bool:
+def serves(plan: ClusterPlan, offering: ResolvedOffering, pool: PoolContract, name: str) -> bool:
     if pool.dra:
         return any(extended == name for _, extended, _ in class_selectors(plan).values())
     return name in device_plugin_names(offering, pool)
@@ -139,22 +135,22 @@ def _name_rows(plan: ClusterPlan, offering: ResolvedOffering) -> list[Planned]:
     names = [offering.name, *(a.name for a in offering.aliases if a.name in plan.advertised_names)]
     rows = []
     for name in names:
-        ask = Ask({name: 1}, None, offering.node_selector, _tolerations(offering))
+        ask = Ask({name: 1}, None, offering.node_selector, tolerations_of(offering))
         serving = [
-            pools[p] for p in plan.placements.get(offering.name, ()) if _serves(plan, offering, pools[p], name)
+            pools[p] for p in plan.placements.get(offering.name, ()) if serves(plan, offering, pools[p], name)
         ]
-        fits = [p.name for p in serving if reaches(ask, p) and _per_node(offering, p, name) >= 1]
+        fits = [p.name for p in serving if reaches(ask, p) and per_node(offering, p, name) >= 1]
         expected = (
             landed(fits) if fits else no_fit(f"no pool serving {name} is reached by its selector and tolerations")
         )
         plugin_mig = bool(fits) and all(not pools[p].dra and pools[p].mig_devices is not None for p in fits)
         why = "not compared: MIG devices of device-plugin pools (the plugin's MIG names are not simulated)"
-        room = _room(plan, offering, [pools[p] for p in fits], name)
+        room = room_of(plan, offering, [pools[p] for p in fits], name)
         rows.append(Planned(name, ask, expected, PLACEMENTS, offering, None, why if plugin_mig else "", room))
         if name == offering.name and fits:
-            most = max(_per_node(offering, pools[p], name) for p in fits)
+            most = max(per_node(offering, pools[p], name) for p in fits)
             more = Ask({name: most + 1}, None, ask.selector, ask.tolerations)
-            large = [p for p in fits if _per_node(offering, pools[p], name) >= most + 1]
+            large = [p for p in fits if per_node(offering, pools[p], name) >= most + 1]
             expected = landed(large) if large else no_fit(f"no node of {', '.join(fits)} has {most + 1} of them")
             rows.append(Planned(f"{name} x{most + 1}", more, expected, PLACEMENTS, offering))
     return rows
@@ -163,7 +159,7 @@ def _name_rows(plan: ClusterPlan, offering: ResolvedOffering) -> list[Planned]:
 def _published(plan: ClusterPlan) -> dict[str, list[list[Device]]]:
     """Pool -> the devices each of its nodes publishes in the sandbox (nodes.py, read by the dry run's parser)."""
     by_pool: dict[str, list[list[Device]]] = {}
-    for node in simulated_nodes(plan):
+    for node in model_nodes(plan):
         if node.slices:
             text = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(node.slices)})
             by_pool.setdefault(node.pool, []).append(parse_resourceslices(text, node.name))
@@ -214,7 +210,7 @@ def _class_rows(plan: ClusterPlan) -> list[Planned]:
     for device_class, (selector, _, owner) in class_selectors(plan).items():
         operator = OPERATOR_CLASS if device_class in by_operator else ""
         offering = offerings.get(owner) if owner else None
-        base = Ask({}, None, offering.node_selector if offering else {}, _tolerations(offering))
+        base = Ask({}, None, offering.node_selector if offering else {}, tolerations_of(offering))
         room: dict[str, dict[str, int]] = {}
         for pool in (p for p in plan.pools if p.dra and reaches(base, p)):
             for node in published.get(pool.name, []):
@@ -235,40 +231,7 @@ def _class_rows(plan: ClusterPlan) -> list[Planned]:
     return rows
 
 
-def _queue_rows(plan: ClusterPlan) -> list[Planned]:
-    """A pod as Kueue admits it through each queue of the cluster file, in each flavor the rendered
-    ClusterQueue gives it, for each offering a granted pool serves."""
-    rendered = kueue_objects(plan, plan_quota(plan)).objects
-    flavors = {o["metadata"]["name"]: o["spec"] for o in rendered if o["kind"] == "ResourceFlavor"}
-    queues = {o["metadata"]["name"]: o["spec"] for o in rendered if o["kind"] == "ClusterQueue"}
-    pools = {p.name: p for p in plan.pools}
-    rows = []
-    for queue in plan.definition.kueue.queues:
-        granted = [pools[name] for name in queue.pools if name in pools]
-        groups = queues.get(queue.name, {}).get("resourceGroups", [])
-        for flavor_name in [f["name"] for g in groups for f in g["flavors"]]:
-            flavor = flavors.get(flavor_name, {})
-            for offering in plan.offerings:
-                serving = [p for p in granted if p.name in plan.placements.get(offering.name, ())]
-                expected_pools = [
-                    p.name for p in serving if not selector_mismatches(offering.node_selector, p.labels)
-                ]
-                if not expected_pools:
-                    continue
-                ask = Ask(
-                    {offering.name: 1},
-                    None,
-                    {**offering.node_selector, **flavor.get("nodeLabels", {})},
-                    (*_tolerations(offering), *flavor.get("tolerations", [])),
-                )
-                model = f"queue {queue.name} grants {', '.join(p.name for p in granted)}"
-                key = f"{offering.name} via queue {queue.name} (flavor {flavor_name})"
-                room = _room(plan, offering, [pools[p] for p in expected_pools], offering.name)
-                rows.append(Planned(key, ask, landed(expected_pools), model, offering, None, "", room))
-    return rows
-
-
 def planned_rows(plan: ClusterPlan) -> list[Planned]:
     """Every probe pod of the cluster, in the order they are tried."""
     rows = [row for offering in plan.offerings for row in _name_rows(plan, offering)]
-    return rows + _class_rows(plan) + _queue_rows(plan)
+    return rows + _class_rows(plan)

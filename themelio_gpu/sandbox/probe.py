@@ -26,7 +26,7 @@ from themelio_gpu.dryrun.trial import violations
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import attempts, slice_compare
 from themelio_gpu.sandbox.attempts import DeviceKey
-from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
+from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.outcomes import Kind, Outcome, pod_outcome
 from themelio_gpu.sandbox.placement import Planned, planned_rows
@@ -95,14 +95,13 @@ def _selectors(device_class: dict[str, Any]) -> list[str]:
 def probe(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Row]:
     """Every planned row, one pod at a time, in a namespace of its own that is deleted at the end."""
     api = Rest(sandbox.kubeconfig)
-    api.create_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+    api.fresh_namespace(NAMESPACE)
     try:
         published = read_published(api)
         return [_try(plan, sandbox, api, published, i, planned) for i, planned in enumerate(planned_rows(plan))]
     finally:
         with interrupts.deferred():
-            interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
-                            "namespace", NAMESPACE, "--wait=true", "--timeout=60s"])  # fmt: skip
+            api.delete_namespace(NAMESPACE, wait=False)  # `sandbox probe` waits for it at its end
 
 
 def _try(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
+import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,12 @@ _GROUPS = {
     "ResourceSlice": ("/apis/resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": ("/apis/resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": ("/apis/resource.k8s.io/v1", "resourceclaimtemplates", True),
+    "Job": ("/apis/batch/v1", "jobs", True),
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads", True),
+    "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
+    "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
+    "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors", False),
+    "NodeClaim": ("/apis/karpenter.sh/v1", "nodeclaims", False),
 }
 """Kind -> (API path, resource, namespaced): the kinds the probes touch."""
 
@@ -57,7 +64,8 @@ class Answer:
 
 
 class Rest:
-    """One sandbox's API server, as its kubeconfig names it."""
+    """One sandbox's API server, as its kubeconfig names it, over one kept-alive connection (a TLS handshake a
+    request cost as much as the request)."""
 
     def __init__(self, kubeconfig: Path) -> None:
         config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
@@ -67,25 +75,48 @@ class Rest:
         self.host, self.port = server.hostname or "127.0.0.1", server.port or 443
         self.context = ssl.create_default_context(cafile=cluster["certificate-authority"])
         self.context.load_cert_chain(user["client-certificate"], user["client-key"])
+        self._connection: http.client.HTTPSConnection | None = None
 
-    def request(self, method: str, where: str, body: Any = None) -> Answer:
-        connection = http.client.HTTPSConnection(
-            self.host, self.port, context=self.context, timeout=TIMEOUT_SECONDS
-        )
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def __del__(self) -> None:
+        self.close()
+
+    def _send(
+        self, method: str, where: str, data: bytes | None, content_type: str = "application/json"
+    ) -> tuple[int, str]:
+        if self._connection is None:
+            self._connection = http.client.HTTPSConnection(
+                self.host, self.port, context=self.context, timeout=TIMEOUT_SECONDS
+            )
+        self._connection.request(method, where, body=data, headers={"Content-Type": content_type})
+        response = self._connection.getresponse()
+        text = response.read().decode()
+        if response.will_close:
+            self.close()
+        return response.status, text
+
+    def request(self, method: str, where: str, body: Any = None, content_type: str = "application/json") -> Answer:
+        data = json.dumps(body).encode() if body is not None else None
         try:
-            data = json.dumps(body).encode() if body is not None else None
-            connection.request(method, where, body=data, headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            text = response.read().decode()
-        except OSError as error:
+            try:
+                status, text = self._send(method, where, data, content_type)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                # The server ended the kept connection while it was idle, before it read this request (its
+                # idle timeout): once more on a new connection.
+                self.close()
+                status, text = self._send(method, where, data, content_type)
+        except (OSError, http.client.HTTPException) as error:
+            self.close()
             raise SandboxError(f"the sandbox's API server did not answer {method} {where}: {error}") from None
-        finally:
-            connection.close()
         try:
             parsed: Any = json.loads(text) if text else None
         except json.JSONDecodeError:
             parsed = text
-        return Answer(response.status, parsed)
+        return Answer(status, parsed)
 
     def get(self, where: str) -> Any:
         answer = self.request("GET", where)
@@ -112,12 +143,44 @@ class Rest:
             if refused is not None:
                 raise SandboxError(f"creating {document['kind']} {document['metadata']['name']}: {refused}")
 
+    def patch(self, kind: str, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of the object; a refusal is a SandboxError."""
+        where = path(kind, namespace, name)
+        answer = self.request("PATCH", where, patch, "application/merge-patch+json")
+        if answer.status != 200:
+            raise SandboxError(f"PATCH {where}: {answer.status} {answer.message}")
+
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
-        """Delete the object at once (no grace period); one that is gone already is fine."""
-        where = path(kind, namespace, name) + "?gracePeriodSeconds=0"
+        """Delete the object at once (no grace period) and what it owns after it (a Job's pods); one that is gone
+        already is fine."""
+        where = path(kind, namespace, name) + "?gracePeriodSeconds=0&propagationPolicy=Background"
         answer = self.request("DELETE", where)
         if answer.status not in (200, 202, 404):
             raise SandboxError(f"DELETE {where}: {answer.status} {answer.message}")
+
+    def delete_namespace(self, name: str, wait: bool = True) -> None:
+        """Delete the namespace and, with `wait`, wait until the namespace controller has removed it with all it
+        held (what `kubectl delete namespace --wait` does). One being removed already, or gone, is fine."""
+        where = path("Namespace", None, name) + "?gracePeriodSeconds=0"
+        answer = self.request("DELETE", where)
+        if answer.status not in (200, 202, 404, 409):  # 409: being removed already
+            raise SandboxError(f"DELETE {where}: {answer.status} {answer.message}")
+        if wait:
+            self.wait_namespace_gone(name)
+
+    def wait_namespace_gone(self, name: str, seconds: float = TIMEOUT_SECONDS) -> None:
+        """Until the namespace is gone; still there when the wait ends is a SandboxError."""
+        deadline = time.monotonic() + seconds
+        while self.request("GET", path("Namespace", None, name)).status != 404:
+            if time.monotonic() > deadline:
+                raise SandboxError(f"namespace {name} was not removed within {seconds:.0f} s")
+            time.sleep(0.2)
+
+    def fresh_namespace(self, name: str) -> None:
+        """Create the namespace, empty: one of that name an earlier probe left (killed, or still being removed
+        when it ended) is deleted and waited for first."""
+        self.delete_namespace(name)
+        self.create_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
 
     def serves_dra(self) -> bool:
         """The API server serves resource.k8s.io/v1 (from 1.34; before it, a device-plugin-only cluster)."""

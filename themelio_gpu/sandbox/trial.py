@@ -23,7 +23,7 @@ from themelio_gpu.dryrun.trial import TrialReport, render_trial, run_trial, tria
 from themelio_gpu.inputs.catalog.catalog import Catalog, ResolvedOffering
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox import attempts
-from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
+from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.outcomes import Kind, pod_outcome
 from themelio_gpu.sandbox.placement import Ask, offering_class
@@ -77,7 +77,7 @@ def run(
     report = run_trial(catalog, offerings, devices, f"sandbox {plan.name}")
     raw = attempts.devices_by_key(slices)
     rows = []
-    api.create_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+    api.fresh_namespace(NAMESPACE)
     try:
         for index, (offering, tried) in enumerate(zip(offerings, report.offerings, strict=True)):
             device_class, ask = _ask(plan, offering)
@@ -86,8 +86,7 @@ def run(
             _try(api, sandbox, f"trial-{index}", ask, row, raw)
     finally:
         with interrupts.deferred():
-            interrupts.run([str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "delete",
-                            "namespace", NAMESPACE, "--wait=true", "--timeout=60s"])  # fmt: skip
+            api.delete_namespace(NAMESPACE)
     return report, rows
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from themelio_gpu import exits, interrupts
 from themelio_gpu.inputs.problems import Problems
@@ -28,6 +28,8 @@ from themelio_gpu.sandbox import (
     daemonsets,
     deploy,
     inventory,
+    karpenter_probe,
+    kueue_probe,
     nvidia_report,
     parallel,
     probe,
@@ -39,6 +41,7 @@ from themelio_gpu.sandbox import (
 from themelio_gpu.sandbox import trial as sandbox_trial
 from themelio_gpu.sandbox.errors import SandboxUsageError
 from themelio_gpu.sandbox.outcomes import Kind
+from themelio_gpu.sandbox.rest import Rest
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox, registry_providers, toolbox
 from themelio_gpu.settings import InputPaths, chart_cache, fleet_folders, input_paths
@@ -47,7 +50,7 @@ from themelio_gpu.words import count
 EXIT_OK, EXIT_FAILED = exits.OK, exits.FAILED
 
 
-UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm", "karpenter-crds")
+UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
 
 
 def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
@@ -199,7 +202,15 @@ def _destroy(args: argparse.Namespace, sandbox: cluster.Sandbox, plan: ClusterPl
 
 def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
     """Everything CI asks of a stack, with figures; the sandbox is removed at the end (or on failure,
-    unless --keep)."""
+    unless --keep). With --json the probe's JSON is alone on stdout: all else the run says goes to stderr."""
+    if not args.json:
+        return _run_steps(args, plan, tools, sys.stdout)
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        return _run_steps(args, plan, tools, out)
+
+
+def _run_steps(args: argparse.Namespace, plan: ClusterPlan | None, tools: Toolbox | None, out: TextIO) -> int:
     parallel.follow_parent()
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], args.runner)
@@ -214,7 +225,7 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
         figures["apply_and_plan_seconds"] = round(time.monotonic() - mark, 1)
         if code == EXIT_OK and args.probe:
             mark = time.monotonic()
-            code = _probe(args, plan, tools)
+            code = _probe(args, plan, tools, out)
             figures["probe_seconds"] = round(time.monotonic() - mark, 1)
         ok = code == EXIT_OK
     except interrupts.Interrupted:
@@ -293,35 +304,71 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _probe(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolbox | None = None) -> int:
+def _probe(
+    args: argparse.Namespace,
+    plan: ClusterPlan | None = None,
+    tools: Toolbox | None = None,
+    out: TextIO | None = None,
+) -> int:
     plan = plan or _plan_of(args)
     tools = tools or _needed([plan], None)
     sandbox = _sandbox_of(plan.name)
     predict: daemonsets.Predictor = args.daemonset_model
     with _working_on(sandbox):
-        rows = probe.probe(plan, sandbox, tools)
-        quota = admission.quota_probe(plan, sandbox, tools)
-        nvidia = nvidia_report.read(plan, sandbox, tools)
-        absent = "" if nvidia.operator is None or nvidia.operator.running else nvidia.operator.why or "not started"
-        placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools), absent)
+        try:  # Karpenter's rows first: the others find one node per Karpenter pool, as the model has it
+            launched = karpenter_probe.probe_karpenter(plan, sandbox)
+            rows = probe.probe(plan, sandbox, tools)
+            quota = admission.quota_probe(plan, sandbox, tools)
+            queued = kueue_probe.probe_kueue(plan, sandbox, tools)
+            nvidia = nvidia_report.read(plan, sandbox, tools)
+            absent = (
+                "" if nvidia.operator is None or nvidia.operator.running else nvidia.operator.why or "not started"
+            )
+            placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools), absent)
+            _wait_cleared(plan, sandbox)
+        finally:
+            karpenter_probe.end(sandbox, tools)
     if args.json:
         report = {
             "placement": probe.as_dicts(rows),
             "quota": admission.as_dicts(quota),
+            "kueue": kueue_probe.as_dicts(queued),
+            "karpenter": karpenter_probe.as_dicts(launched),
             "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
             "nvidia": nvidia_report.as_json(nvidia),
         }
-        print(json.dumps(report, indent=2), flush=True)
+        print(json.dumps(report, indent=2), file=out or sys.stdout, flush=True)
     else:
         print(probe.as_table(rows))
         print(admission.quota_table(quota))
+        for part in (
+            kueue_probe.as_table(queued) if queued else "",
+            karpenter_probe.as_table(launched) if launched else "",
+        ):
+            if part:
+                print(part)
         print(daemonsets.as_table(placed))
         print(nvidia_report.as_text(nvidia), flush=True)
     # The summary goes with the tables; beside JSON it goes to stderr, so that stdout is the JSON alone.
     summary = probe_summary(plan.name, rows, quota, placed) + f"; {nvidia_report.summary(nvidia)}"
+    summary += f"; Kueue: {len(queued)} Jobs, {sum(k.agrees for k in queued)} as the model says" if queued else ""
+    summary += (
+        f"; Karpenter: {len(launched)} attempts, {sum(k.agrees for k in launched)} as the model says"
+        if launched
+        else ""
+    )
     print(summary, file=sys.stderr if args.json else sys.stdout, flush=True)
-    failed = [r for r in rows if not r.agrees] + [q for q in quota if not q.agrees]
-    return EXIT_FAILED if failed or not all(d.agrees for d in placed) or not nvidia.ok else EXIT_OK
+    agreed = [r.agrees for r in rows] + [q.agrees for q in quota] + [k.agrees for k in queued]
+    agreed += [k.agrees for k in launched] + [d.agrees for d in placed] + [nvidia.ok]
+    return EXIT_OK if all(agreed) else EXIT_FAILED
+
+
+def _wait_cleared(plan: ClusterPlan, sandbox: cluster.Sandbox) -> None:
+    """Until the namespaces of the probe's halves are gone: each half deletes its own as it ends, and the
+    namespace controller removes them (seconds each) while the next half runs; nothing of a probe outlives it."""
+    api = Rest(sandbox.kubeconfig)
+    for namespace in (probe.NAMESPACE, *admission.namespaces(plan)):
+        api.wait_namespace_gone(namespace)
 
 
 def probe_summary(

@@ -5,7 +5,8 @@ rendered as `verify` renders it (`render.py`: the stack's values, the cluster's 
 is `verify`'s own (`proof.py`: each pool's nodes modelled from its contract and settled with the labels NFD and
 the operator add, each DaemonSet placed there). Each sandbox node gets the verdict of its counterpart in the
 model: a static node is itself; a provisioned pool's nodes are alike, as verify's one node of it; a Karpenter
-node is the model's node of the pool's first instance and capacity type, which the sandbox makes it from.
+node (the one the probe had Karpenter launch, recorded as the pool's) is the model's node of the pool's first
+instance and capacity type.
 
 NFD's worker runs nothing in the sandbox: the sandbox sets NFD's labels itself (`nodes.NFD_GPU_NODE`). Where the
 sandbox runs NVIDIA's GPU Operator controller (its state says so), the controller sets its own labels

@@ -16,11 +16,19 @@ from themelio_gpu.sandbox.components.base import Component, Context
 from themelio_gpu.sandbox.components.chart_repository import ChartRepository
 from themelio_gpu.sandbox.components.dra_kubelet_plugin import DraKubeletPlugin
 from themelio_gpu.sandbox.components.gpu_operator import GpuOperator
+from themelio_gpu.sandbox.components.karpenter import Karpenter
+from themelio_gpu.sandbox.components.kueue import Kueue
 from themelio_gpu.sandbox.supervisor import Supervisor
 
 __all__ = ["COMPONENTS", "Component", "Context", "start", "stop", "tools", "wanted"]
 
-COMPONENTS: tuple[Component, ...] = (ChartRepository(), DraKubeletPlugin(), GpuOperator())
+COMPONENTS: tuple[Component, ...] = (
+    ChartRepository(),
+    Karpenter(),
+    Kueue(),
+    DraKubeletPlugin(),
+    GpuOperator(),
+)
 """Every component, in the order they start."""
 
 
