@@ -5,7 +5,8 @@ For the largest stack of the fleet in catalog/ and stacks/ (the cluster with the
 the most of the sandbox's components (Kueue's and Karpenter's controllers among them: gpu-west of the example
 fleet runs both), or `--cluster NAME`, `--repeat` times, interleaved with `python -c "import cdktf"` (the
 synthesis benchmark's floor):
-- `sandbox up` (control plane, nodes, GPUs, chart repository; the tools already built: a warm up),
+- `sandbox up` (control plane, nodes, GPUs, chart repository, NVIDIA's DRA kubelet plugin per whole-GPU node,
+  the GPU Operator's launcher; the tools already built: a warm up),
 - `sandbox apply` (init, apply, the plan after it), `sandbox probe`, `sandbox down` (destroy, leftovers, stop).
 The goal: up / import cdktf <= 20 (the median of the ratios within each repetition). Without the tools of
 `make sandbox-tools` it says so and exits 0. Timings are printed, never asserted.

@@ -22,6 +22,9 @@ from themelio_gpu.sandbox.supervisor import stat
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 
 CONTROL_PLANE_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
+NVIDIA_TOOLS = ("dra-driver-25.12", "mock-nvml", "gpu-operator-26.7", "gpu-operator-26.3")
+"""What a DRA cluster's sandbox runs beside the control plane: NVIDIA's DRA driver on the mock NVML, the GPU
+Operator's controller (components/)."""
 
 DRA_CLUSTER = cluster(
     name="live",
@@ -44,9 +47,9 @@ DRA_CLUSTER = cluster(
 
 
 def control_plane_tools(*more: str) -> Toolbox:
-    """The built tools of the control plane (and `more`), or the test skips saying which are missing."""
+    """The built tools of the control plane, NVIDIA's (and `more`), or the test skips saying which are missing."""
     try:
-        return toolbox((*CONTROL_PLANE_TOOLS, *more))
+        return toolbox((*CONTROL_PLANE_TOOLS, *NVIDIA_TOOLS, *more))
     except MissingToolError as error:
         unavailable(str(error))
         raise

@@ -362,7 +362,7 @@ def test_probe_json_is_alone_on_stdout(
     import argparse
     import contextlib
 
-    from themelio_gpu.sandbox import daemonsets, karpenter_probe, kueue_probe, probe, workflow
+    from themelio_gpu.sandbox import daemonsets, karpenter_probe, kueue_probe, nvidia_report, probe, workflow
 
     plan = example("gpu-east")
     row = probe.Row("nvidia.com/a100", 1, landed(["a100-whole"]), PLACEMENTS, real=landed(["a100-whole"], "n"))
@@ -375,10 +375,11 @@ def test_probe_json_is_alone_on_stdout(
     monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
     monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
     monkeypatch.setattr(workflow, "_wait_cleared", lambda *a: None)
+    monkeypatch.setattr(nvidia_report, "read", lambda *a: nvidia_report.NvidiaReport(None, {}, 0, 0))
     args = argparse.Namespace(json=True, daemonset_model=lambda *a: [])
     assert workflow._probe(args, plan, object()) == 0  # type: ignore[arg-type]
     out, err = capsys.readouterr()
-    assert json.loads(out)["placement"][0]["agrees"] is True
+    assert json.loads(out)["placement"][0]["agrees"] is True and json.loads(out)["nvidia"]["agrees"] is True
     assert err.startswith("sandbox probe: gpu-east: placement: 1 pods, 1 as the model says")
 
 
@@ -389,7 +390,15 @@ def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
     import argparse
     import contextlib
 
-    from themelio_gpu.sandbox import daemonsets, karpenter_probe, kueue_probe, parallel, probe, workflow
+    from themelio_gpu.sandbox import (
+        daemonsets,
+        karpenter_probe,
+        kueue_probe,
+        nvidia_report,
+        parallel,
+        probe,
+        workflow,
+    )
 
     def saying(text: str) -> Any:
         def step(*args: object) -> int:
@@ -412,6 +421,7 @@ def test_run_with_probe_and_json_leaves_the_json_alone_on_stdout(
     monkeypatch.setattr(kueue_probe, "probe_kueue", lambda *a: [])
     monkeypatch.setattr(karpenter_probe, "probe_karpenter", lambda *a: [])
     monkeypatch.setattr(karpenter_probe, "end", lambda *a: None)
+    monkeypatch.setattr(nvidia_report, "read", lambda *a: nvidia_report.NvidiaReport(None, {}, 0, 0))
     monkeypatch.setattr(parallel, "follow_parent", lambda: None)
     args = argparse.Namespace(json=True, probe=True, keep=False, runner="terraform", daemonset_model=lambda *a: [])
     assert workflow._run(args, plan, object()) == 0  # type: ignore[arg-type]
@@ -502,7 +512,13 @@ def test_daemonsets_are_compared_with_verifys_prediction_and_an_unpredicted_one_
     assert not rows["worker"].agrees and rows["worker"].why_not.startswith("gpu-b: nodeSelector")
     assert rows["worker"].elsewhere == ["system-0"]  # outside verify's model: shown, not compared
     assert not rows["stray"].agrees and rows["stray"].note == UNKNOWN
-    assert rows["operand"].real is None and rows["operand"].agrees and rows["operand"].note == MODEL_ONLY
+    assert rows["operand"].real is None and rows["operand"].agrees
+    assert rows["operand"].note == MODEL_ONLY.format("not started")
+    # Where NVIDIA's controller runs, an operand it did not create is compared, and fails; one it did, agrees.
+    (missing,) = rows_of([], [], [operand], gpu, operator_absent="")
+    assert missing.real == [] and missing.compared and not missing.agrees
+    made = rows_of([daemonset("operand")], [pod("operand", "gpu-a"), pod("operand", "gpu-b")], [operand], gpu, "")
+    assert made[0].agrees and made[0].real == ["gpu-a", "gpu-b"]
     pods.append(pod("plugin", "gpu-b"))
     fixed = {r.name: r for r in rows_of([daemonset("plugin")], pods, [plugin], gpu)}
     assert fixed["plugin"].agrees
@@ -536,15 +552,16 @@ def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
         def binary(self, *_: str) -> Path:
             return helm
 
-    def predicted(fleet_name: str, cluster_name: str) -> dict[str, Any]:
+    def predicted(fleet_name: str, cluster_name: str, operator_runs: bool = False) -> dict[str, Any]:
         fleet = load_fleet(FLEETS / fleet_name / "catalog" / "gpu-catalog.yaml", FLEETS / fleet_name / "stacks")
         plan = fleet.cluster(cluster_name)
         assert plan is not None
         sandbox = Sandbox(plan.name)
-        sandbox.folder.mkdir(parents=True)
+        sandbox.folder.mkdir(parents=True, exist_ok=True)
         nodes = {n.name: {"pool": n.pool, "kind": n.kind} for n in simulated_nodes(plan)}
-        sandbox.state_file.write_text(json.dumps({"nodes": nodes}))
-        chart_repository.package_charts(plan, charts, helm, sandbox.folder / "charts")
+        sandbox.state_file.write_text(json.dumps({"nodes": nodes, "gpuOperator": {"runs": operator_runs}}))
+        if not (sandbox.folder / "charts").is_dir():
+            chart_repository.package_charts(plan, charts, helm, sandbox.folder / "charts")
         return {p.name: p for p in predict(plan, sandbox, HelmOnly())}  # type: ignore[arg-type]
 
     east = predicted("example", "gpu-east")
@@ -557,7 +574,38 @@ def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
     kubelet = next(p for name, p in broken.items() if name.endswith("kubelet-plugin"))
     assert kubelet.nodes and all("taint" in why for why in kubelet.nodes.values()), kubelet.nodes
     # With the GPU Operator 26.7 the plugin also selects nvidia.com/gpu.deploy.client, which the operator sets at
-    # runtime: the sandbox, where it does not run, cannot show that prediction.
+    # runtime: a sandbox where it does not run cannot show that prediction; where NVIDIA's controller runs and
+    # labels the nodes itself, it is compared.
     newer = predicted("coverage", "fx-host-driver-upgrade")
     kubelet = next(p for name, p in newer.items() if name.endswith("kubelet-plugin"))
     assert "nvidia.com/gpu.deploy.client" in kubelet.runtime_labels
+    running = predicted("coverage", "fx-host-driver-upgrade", operator_runs=True)
+    kubelet = next(p for name, p in running.items() if name.endswith("kubelet-plugin"))
+    assert kubelet.runtime_labels == ()
+    # The operator adds the MIG Manager's label only where GPU Feature Discovery, which runs nothing here, found a
+    # MIG-capable GPU: shown, not compared; an operand on the operator's own labels is compared.
+    east = predicted("example", "gpu-east", operator_runs=True)
+    assert "nvidia.com/gpu.deploy.mig-manager" in east["nvidia-mig-manager"].runtime_labels
+    assert east["nvidia-driver-daemonset"].runtime_labels == () and not east["nvidia-driver-daemonset"].in_chart
+
+
+def test_every_row_says_whose_slices_it_ran_on(tmp_path: Path) -> None:
+    """Its node's (the driver's or the sandbox's), else those of the nodes of the pools that serve it; `none`
+    where no slice is published (the device plugin)."""
+    from themelio_gpu.sandbox import probe
+    from themelio_gpu.sandbox.folder import Sandbox
+    from themelio_gpu.sandbox.nodes import simulated_nodes
+
+    plan = example("gpu-east")
+    sandbox = Sandbox(plan.name, tmp_path)
+    sandbox.folder.mkdir()
+    nodes = simulated_nodes(plan)
+    sandbox.state_file.write_text(json.dumps({"nodes": {n.name: {"pool": n.pool, "kind": n.kind} for n in nodes}}))
+    who = {n.name: "driver" if n.by_driver else "sandbox" for n in nodes if n.slices}
+    rows = {r.key: r for r in planned_rows(plan)}
+    whole, sliced = rows["nvidia.com/a100"], rows["nvidia.com/a100-mig-1g.5gb"]
+    driver_node = next(n.name for n in nodes if n.by_driver)
+    assert probe.whose_slices({"spec": {"nodeName": driver_node}}, whole, who, sandbox, plan) == "driver"
+    assert probe.whose_slices({}, whole, who, sandbox, plan) == "driver"  # Pending: the pools serving it
+    assert probe.whose_slices({}, sliced, who, sandbox, plan) == "sandbox"  # MIG: the mock has none
+    assert probe.whose_slices({"spec": {"nodeName": driver_node}}, whole, {}, sandbox, plan) == "none"

@@ -280,10 +280,11 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
     """ADR-0023's promise on the real scheduler: `nvidia.com/<offering>: 1` gets a device of its product and
     MIG profile through DRA, on a pool that serves it, one the offline CEL evaluator agrees matches its class;
     more devices than a node has stays Pending, for the scheduler's own reason. Quota admission answers each
-    path as the quota model says, the grant ending with a device. The charts' DaemonSets run where verify
-    predicts from the installed charts, and the platform trial's claims get devices the offline trial
-    predicts. `--json` is the JSON alone on stdout."""
-    from themelio_gpu.sandbox import admission, daemonsets, deploy, probe
+    path as the quota model says, the grant ending with a device. The charts' DaemonSets, and the operands
+    NVIDIA's GPU Operator controller creates, run where verify predicts from the installed charts; the whole GPUs
+    are NVIDIA's DRA driver's (on the mock NVML), the MIG devices the sandbox's, and every row says whose. The
+    platform trial's claims get devices the offline trial predicts. `--json` is the JSON alone on stdout."""
+    from themelio_gpu.sandbox import admission, daemonsets, deploy, nvidia_report, probe
     from themelio_gpu.sandbox import trial as sandbox_trial
     from themelio_gpu.sandbox.outcomes import Kind
     from themelio_gpu.verify.sandbox_prediction import predict
@@ -300,7 +301,8 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         assert [s.code for s in steps] == [0, 0, 0], steps[-1].output[-3000:]
         rows = probe.probe(plan, sandbox, tools)
         quota = admission.quota_probe(plan, sandbox, tools)
-        daemons = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
+        nvidia = nvidia_report.read(plan, sandbox, tools)
+        daemons = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools), operator_absent="")
         fleet = fleet_of(tmp_path, DRA_CLUSTER)
         offerings = [o for o in plan.offerings if o.name in ("nvidia.com/a100", "nvidia.com/a100-mig-1g.5gb")]
         report, trial = sandbox_trial.run(fleet.catalog, plan, offerings, sandbox, tools)
@@ -315,6 +317,17 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
     assert all(q.agrees for q in quota), admission.quota_table(quota)
     assert sum(row.cel_checked for row in rows) >= 2  # the whole GPU and the MIG slice, asked of the evaluator
     assert daemons and all(d.agrees for d in daemons), daemonsets.as_table(daemons)
+    # NVIDIA's code: the operator's controller ran and made its operands (compared above with the rest, none
+    # verify's prediction only); the whole GPUs are the DRA driver's, the MIG devices the sandbox's, no node has
+    # both, and every difference between the two is explained.
+    assert all(d.compared or d.note.startswith("not compared") for d in daemons), daemonsets.as_table(daemons)
+    assert nvidia.ok, nvidia_report.as_text(nvidia)
+    assert nvidia.operator is not None and nvidia.operator.running and nvidia.operator.resources
+    assert all(r.state for r in nvidia.operator.resources), nvidia_report.as_text(nvidia)
+    validators = [d for d in daemons if d.name in ("nvidia-operator-validator", "nvidia-dra-validator")]
+    assert validators and all(d.real for d in validators), daemonsets.as_table(daemons)  # made by the operator
+    assert nvidia.publishers == {"gpu-a": "driver", "live-sliced-0": "sandbox", "live-sliced-1": "sandbox"}
+    assert (nvidia.by_driver, nvidia.whole_gpus) == (2, 2)
     plugin = next(d for d in daemons if d.name.endswith("kubelet-plugin"))
     assert plugin.real and "gpu-a" in plugin.real and not {SYSTEM_NODE, CONTROL_PLANE_NODE} & set(plugin.elsewhere)
     assert len(trial) == 2 and all(r.agrees and r.allocated and r.claims for r in trial), sandbox_trial.as_text(
@@ -322,18 +335,20 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
     )
     placed = {row.key: row for row in rows}
     whole = placed["nvidia.com/a100"]
-    assert (whole.real and whole.real.pools, whole.devices) == (
+    assert (whole.real and whole.real.pools, whole.devices, whole.slices) == (
         ("whole",),
         ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"],
+        "driver",
     )
     sliced = placed["nvidia.com/a100-mig-1g.5gb"]
     assert (
         sliced.real and sliced.real.pools == ("sliced",) and sliced.devices == ["NVIDIA A100-SXM4-40GB 1g.5gb 5Gi"]
     )
+    assert sliced.slices == "sandbox"
     more = placed["nvidia.com/a100 x3"].real  # two GPUs a node: three stay Pending, as the scheduler says
     assert more and more.kind is Kind.PLACEMENT_PENDING and "nodes are available" in more.reason
     grant = next(q for q in quota if q.tried == "the grant (nvidia.com/a100)")
-    assert grant.devices == ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"]
+    assert grant.devices == ["NVIDIA A100-SXM4-40GB whole GPU 40Gi"] and grant.slices == "driver"
     one_more = next(q for q in quota if q.grant == "nvidia.com/a100" and q.tried.startswith("one more"))
     assert (
         one_more.real

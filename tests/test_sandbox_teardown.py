@@ -288,3 +288,56 @@ def _until_done(tmp_path: Path, sandboxes: Path, definitions: list[dict[str, Any
     process = sandbox_command(tmp_path, sandboxes, *args, definitions=definitions)
     out, err = process.communicate(timeout=600)
     assert process.returncode == 0, out + err
+
+
+def test_down_after_a_kill_9_of_up_and_apply_ends_nvidias_processes_by_the_identities_recorded(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path
+) -> None:
+    """NVIDIA's code belongs to the sandbox like the control plane: `up` is killed (SIGKILL) once the DRA driver's
+    kubelet plugins run, then `up` again and `apply`, killed once NVIDIA's operator controller runs; each `down`
+    leaves no plugin, launcher or operator process, no folder, and no plugin sockets' folder."""
+    from themelio_gpu.sandbox.components.dra_kubelet_plugin import sockets_folder
+    from themelio_gpu.sandbox.workflow import _needed
+
+    try:
+        _needed([plan_of(fleet_of(tmp_path, DRA_CLUSTER), "live")], "terraform")
+    except MissingToolError as error:
+        unavailable(str(error))
+    folder = sandboxes / "live"
+    supervisor = Supervisor(folder)
+
+    def until(what: str, found: Any, process: subprocess.Popen[str]) -> None:
+        deadline = time.monotonic() + 300
+        while not found() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert found(), f"{what} never ran: {process.poll()}"
+
+    victim = sandbox_command(tmp_path, sandboxes, "up", "live")
+    until("the DRA kubelet plugin", lambda: supervisor.processes("dra-kubelet-plugin"), victim)
+    victim.kill()
+    victim.wait()
+    down = sandbox_command(tmp_path, sandboxes, "down", "live")
+    out, err = down.communicate(timeout=600)
+    assert down.returncode == 0, out + err
+    assert not processes_of(sandboxes) and not folder.exists() and not sockets_folder(folder).exists()
+
+    _until_done(tmp_path, sandboxes, [DRA_CLUSTER], "up", "live")
+    victim = sandbox_command(tmp_path, sandboxes, "apply", "live")
+
+    def operator_runs() -> bool:
+        """A process of the sandbox runs the operator's binary (the launcher's child, out of its pod)."""
+        for pid in processes_of(sandboxes):
+            try:
+                if Path(f"/proc/{pid}/exe").resolve().name == "gpu-operator":
+                    return True
+            except OSError:
+                continue
+        return False
+
+    until("NVIDIA's operator", operator_runs, victim)
+    victim.kill()
+    victim.wait()
+    down = sandbox_command(tmp_path, sandboxes, "down", "live")
+    out, err = down.communicate(timeout=600)
+    assert down.returncode in (0, 1), out + err  # 1: the stack a killed apply half applied left objects
+    assert not processes_of(sandboxes) and not folder.exists() and not sockets_folder(folder).exists()

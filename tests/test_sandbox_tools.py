@@ -194,6 +194,42 @@ def test_each_pin_is_applied_by_its_own_release_or_said_plainly_by_the_newest_of
     }}}) == {"kubernetes": "3.4.0"}  # fmt: skip
 
 
+def test_a_shared_library_is_built_when_it_is_there_a_program_only_when_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Go writes a `-buildmode=c-shared` library without the execute bit (it is loaded, not run)."""
+    monkeypatch.setenv("THEMELIO_TOOLS_CACHE", str(tmp_path))
+    library = Tool(name="lib", module="", version="v1.0.0", binaries={"libx.so.1": "./x"}, buildmode="c-shared")
+    program = Tool(name="prog", module="", version="v1.0.0", binaries={"prog": "./x"})
+    for tool, file in ((library, "libx.so.1"), (program, "prog")):
+        tool.folder.mkdir()
+        (tool.folder / file).write_bytes(b"\x7fELF")
+        (tool.folder / file).chmod(0o644)
+    assert library.built() and library.missing() == []
+    assert not program.built() and program.missing() == ["prog"]
+
+
+def test_nvidias_code_is_built_from_checksummed_archives_with_what_each_image_holds() -> None:
+    """The GPU Operator at each chart appVersion the stacks pin, with the folders its image copies to
+    /opt/gpu-operator; the DRA driver's kubelet plugin with its version stamped (it panics unstamped); the mock
+    NVML as the shared library its repository builds, and its profiles."""
+    tools = load_tools()
+    for name, version in (("gpu-operator-26.7", "v26.7.0"), ("gpu-operator-26.3", "v26.3.3")):
+        operator = tools[name]
+        assert operator.version == version and operator.archive == f"gpu-operator-{version[1:]}.tar.xz"
+        assert operator.vendor and operator.binaries == {"gpu-operator": "./cmd/gpu-operator"}
+        assert operator.files == {"opt/gpu-operator": "assets", "opt/gpu-operator/manifests": "manifests"}
+        assert "internal/info.version={version}" in operator.ldflags
+    plugin = tools["dra-driver-25.12"]
+    assert plugin.vendor and plugin.cgo and "internal/info.version={version}" in plugin.ldflags
+    mock = tools["mock-nvml"]
+    assert (mock.cgo, mock.buildmode, mock.tags) == (True, "c-shared", "nopadding")
+    assert mock.binaries == {"libnvidia-ml.so.550.163.01": "./pkg/gpu/mocknvml/bridge"}
+    assert mock.files == {"profiles": "pkg/gpu/mocknvml/configs"}
+    for tool in (tools["gpu-operator-26.7"], tools["gpu-operator-26.3"], plugin, mock):
+        assert len(tool.sha256) == 64 and not tool.module
+
+
 def test_a_fork_without_the_archives_is_told_in_one_line_what_to_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -474,14 +474,20 @@ def test_settling_in_the_gpu_cluster_mode(tmp_path: Path) -> None:
     (node,) = pool_nodes(plan.definition.node_pools[0], pool)[1]
     settled = settle(node, workloads, mode, {"sources": {"pci": {"deviceLabelFields": ["vendor"]}}}, pool)
     assert settled is not None
-    outcomes = {w.name: place(w, expectation(w.role, pool), [settled], workloads) for w in workloads}
+    outcomes = {w.name: place(w, expectation(w.role, pool, w), [settled], workloads, mig=True) for w in workloads}
     assert {name: row.ok for name, row in outcomes.items()} == {
         "nfd-worker": True,
         DRA_PLUGIN: True,
-        "nvidia-dra-validator": True,
+        "nvidia-dra-validator": None,  # a MIG pool: no whole GPU for its claim (may, and does not, run)
         "nvidia-dcgm-dra": None,  # not created: the chart's default
-        "nvidia-dcgm-exporter-dra": True,
+        "nvidia-dcgm-exporter-dra": None,
     }
+    assert outcomes["nvidia-dra-validator"].outcome == (
+        "does not run: its ResourceClaim asks gpu.nvidia.com for a whole GPU, and a MIG node publishes only its "
+        "MIG devices"
+    )
+    whole = {w.name: place(w, Expect.MUST, [settled], workloads) for w in workloads}  # the node, whole GPUs
+    assert whole["nvidia-dra-validator"].ok is True and whole["nvidia-dcgm-exporter-dra"].ok is True
     # Without NFD's worker on the node the operator never sees its GPUs: nothing follows.
     blind = [Workload("nfd-worker", Role.NFD_WORKER, "chart", PodScheduling()), *mode.workloads()]
     unlabelled = settle(node, blind, mode, {}, pool)

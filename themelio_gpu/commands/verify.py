@@ -20,7 +20,8 @@ def register(commands: Commands) -> None:
         "render the real charts with the stack's values and prove every operand's placement",
         "Needs helm on PATH (or $HELM); reports per cluster, pool and DaemonSet; exit 1 on any failure. Its "
         "placement predicate is checked against the real DaemonSet controller and scheduler by `sandbox probe` for "
-        "the charts' own DaemonSets; the GPU Operator's operands are its model only (docs/sandbox.md).",
+        "the charts' own DaemonSets and the GPU Operator's operands, which NVIDIA's controller creates there "
+        "(docs/sandbox.md).",
         exits="0 every cluster proven, 1 a proof failed, 2 bad input, no chart cache, or no helm or "
         "kubernetes-validate",
     )

@@ -63,6 +63,8 @@ class QuotaRow:
     problems: list[str] = field(default_factory=list)
     uncompared: str = ""
     """A pod whose control is not compared (its placement is the model's answer only) is not either."""
+    slices: str = ""
+    """Whose ResourceSlices the attempt ran on (probe.whose_slices)."""
 
     @property
     def agrees(self) -> bool:
@@ -258,6 +260,9 @@ def _namespace(
             bound = bool(decided.get(name, {}).get("spec", {}).get("nodeName"))
             events = [] if bound or not decided else attempts.events(api, namespace)
             _read(plan, sandbox, api, published, row, attempt, name, refused, decided, events)
+            row.slices = probe.whose_slices(
+                decided.get(name, {}), attempt.control, published.publishers, sandbox, plan
+            )
             ledger.observe(attempt, row.expected, row.real)
             if index and decided and not bound:
                 api.delete("Pod", namespace, name)
@@ -336,6 +341,7 @@ def as_dicts(rows: list[QuotaRow]) -> list[dict[str, Any]]:
             "devices": r.devices,
             "problems": r.problems,
             "uncompared": r.uncompared,
+            "slices": r.slices,
             "agrees": r.agrees,
         }
         for r in rows
@@ -343,11 +349,12 @@ def as_dicts(rows: list[QuotaRow]) -> list[dict[str, Any]]:
 
 
 def quota_table(rows: list[QuotaRow]) -> str:
-    lines = [("namespace", "grant", "tried", "cluster's answer", "quota model", "agrees")]
+    lines = [("namespace", "grant", "tried", "cluster's answer", "slices", "quota model", "agrees")]
     for row in rows:
         verdict = row.uncompared or (
             "yes" if row.agrees else "NO" + (": " + "; ".join(row.problems) if row.problems else "")
         )
         got = probe.answer(row.real) + (f" [{'; '.join(row.devices)}]" if row.devices else "")
-        lines.append((row.namespace, row.grant, row.tried, got, row.expected.describe()[:70], verdict))
+        lines.append((row.namespace, row.grant, row.tried, got, row.slices or "-", row.expected.describe()[:70],
+                      verdict))  # fmt: skip
     return table(lines, pad_last=False)

@@ -35,7 +35,7 @@ from themelio_gpu.sandbox.folder import Sandbox as Sandbox
 from themelio_gpu.sandbox.folder import create_all as create_all
 from themelio_gpu.sandbox.folder import kubectl as kubectl
 from themelio_gpu.sandbox.folder import sandboxes_root as sandboxes_root
-from themelio_gpu.sandbox.nodes import simulated_nodes
+from themelio_gpu.sandbox.nodes import NFD_SAID, simulated_nodes
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.words import count
@@ -156,6 +156,8 @@ def _bring_up(
     ports = control_plane.start(toolbox, sandbox, binaries, args, port=port, say=say)
     nodes = simulated_nodes(plan)
     _register(toolbox, sandbox, nodes)
+    if any(n.pool for n in nodes):
+        say(f"sandbox: {NFD_SAID}")
     kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
     started = components.start(components.Context(plan, sandbox, toolbox, charts, say))
     state = {
@@ -168,14 +170,15 @@ def _bring_up(
         "nodes": {n.name: {"pool": n.pool, "kind": n.kind} for n in nodes},
     }
     sandbox.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-    slices = sum(len(n.slices) for n in nodes)
-    devices = sum(len(s["spec"]["devices"]) for n in nodes for s in n.slices)
+    slices = sum(len(n.written) for n in nodes)
+    devices = sum(len(s["spec"]["devices"]) for n in nodes for s in n.written)
     kinds = ", ".join(
         f"{sum(1 for n in nodes if n.kind == k)} {k}" for k in ("static", "provisioned", "karpenter", "system")
         if any(n.kind == k for n in nodes)
     )  # fmt: skip
     return (
-        f"{count(len(nodes), 'node')} ({kinds}), {count(slices, 'ResourceSlice')} with {count(devices, 'device')}"
+        f"{count(len(nodes), 'node')} ({kinds}), {count(slices, 'ResourceSlice')} of the sandbox's own with "
+        f"{count(devices, 'device')}"
     )
 
 
@@ -188,7 +191,7 @@ def _register(toolbox: Toolbox, sandbox: Sandbox, nodes: list[Any]) -> None:
             toolbox, sandbox, "patch", "node", node.name, "--subresource=status", "--type=merge",
             "-p", json.dumps(status),
         )  # fmt: skip
-    slices = [s for n in nodes for s in n.slices]
+    slices = [s for n in nodes for s in n.written]
     if slices:
         create_all(toolbox, sandbox, slices)
 

@@ -149,7 +149,7 @@ def join_new_nodes(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, kinds:
     for node in new:
         status = json.dumps({"status": node.manifest["status"]})
         kubectl(toolbox, sandbox, "patch", "node", node.name, "--subresource=status", "--type=merge", "-p", status)
-    slices = [s for n in new for s in n.slices]
+    slices = [s for n in new for s in n.slices]  # the sandbox's: no DRA kubelet plugin runs for a joining node
     if slices:
         create_all(toolbox, sandbox, slices)
     state = sandbox.state()
@@ -172,12 +172,12 @@ def republish_changed_slices(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolb
     }
     changed: list[SimulatedNode] = []
     for node in simulated_nodes(plan):
-        for wanted in node.slices:
+        for wanted in node.written:  # a node whose GPUs NVIDIA's DRA driver publishes is the driver's to change
             current = published.get(node.name)
             if current is not None and _devices(current) != _devices(wanted):
                 changed.append(node)
     for node in changed:
         current = published[node.name]
         kubectl(toolbox, sandbox, "delete", "resourceslice", current["metadata"]["name"], "--wait=true")
-        create_all(toolbox, sandbox, list(node.slices))
+        create_all(toolbox, sandbox, list(node.written))
     return [n.name for n in changed]

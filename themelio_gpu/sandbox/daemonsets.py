@@ -8,9 +8,11 @@ add, and places each DaemonSet there (`verify/proof.py`, the prediction `verify`
 computed by the `verify` layer and handed in (`Predictor`): this module only compares. The two must name the
 same GPU nodes; the sandbox's CPU and control-plane nodes are outside verify's model and only shown.
 
-The GPU Operator's operands are not created here: its own controller creates them from its ClusterPolicy or
-GPUCluster, and it does not run in the sandbox. Their rows carry verify's prediction with no cluster answer
-(`real` None: model only), in the same shape as the others, so that a sandbox that runs the operator fills them in.
+The GPU Operator's operands are created by NVIDIA's own controller from its ClusterPolicy or GPUCluster
+(components/gpu_operator.py) and compared here like every other DaemonSet: where it runs, an operand verify
+predicts and the controller did not create is a row with no node. Where the controller does not run (the machine
+gives it no mount namespace, or no build of its version), their rows carry verify's prediction with no cluster
+answer (`real` None: model only) and the reason.
 """
 
 from __future__ import annotations
@@ -29,13 +31,12 @@ from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
 
 WAIT_SECONDS = 60.0
-MODEL_ONLY = (
-    "created by the GPU Operator's controller, which does not run in the sandbox: verify's prediction only"
-)
+MODEL_ONLY = "created by the GPU Operator's controller, which does not run here ({}): verify's prediction only"
 UNKNOWN = "verify renders no such DaemonSet from the cluster's charts"
 RUNTIME = (
-    "not compared: verify's prediction rests on labels NFD or the GPU Operator add at runtime ({}), and neither "
-    "runs in the sandbox"
+    "not compared: verify's prediction rests on labels the sandbox's nodes do not get ({}): NFD's and GPU Feature "
+    "Discovery's workers read a real node's devices and run nothing here, and the GPU Operator's labels are its "
+    "controller's only where it runs"
 )
 
 
@@ -53,7 +54,7 @@ class Predicted:
     """Each GPU node of the sandbox -> "" where verify says its pods run, else verify's reason."""
     runtime_labels: tuple[str, ...] = ()
     """Labels NFD or the GPU Operator add at runtime that verify's verdict rests on, and the sandbox does not
-    give its nodes (neither runs here): the prediction cannot be compared."""
+    give its nodes (their workers run nothing here): the prediction cannot be compared."""
 
 
 Predictor = Callable[[ClusterPlan, Sandbox, Toolbox], list[Predicted]]
@@ -134,8 +135,11 @@ def settled(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> boo
     return True
 
 
-def compare(toolbox: Toolbox, sandbox: Sandbox, predicted: list[Predicted]) -> list[DaemonSetRow]:
-    """Each DaemonSet's bound nodes beside verify's, once the controller has settled (or the wait ends)."""
+def compare(
+    toolbox: Toolbox, sandbox: Sandbox, predicted: list[Predicted], operator_absent: str = "not started"
+) -> list[DaemonSetRow]:
+    """Each DaemonSet's bound nodes beside verify's, once the controller has settled (or the wait ends).
+    `operator_absent`: why NVIDIA's controller does not run here; empty: it runs, and its operands are compared."""
     api = Rest(sandbox.kubeconfig)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
@@ -144,11 +148,15 @@ def compare(toolbox: Toolbox, sandbox: Sandbox, predicted: list[Predicted]) -> l
         if settled(daemonsets, pods) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    return rows_of(daemonsets, pods, predicted, set(gpu_nodes(sandbox)))
+    return rows_of(daemonsets, pods, predicted, set(gpu_nodes(sandbox)), operator_absent)
 
 
 def rows_of(
-    daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]], predicted: list[Predicted], gpu: set[str]
+    daemonsets: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    predicted: list[Predicted],
+    gpu: set[str],
+    operator_absent: str = "not started",
 ) -> list[DaemonSetRow]:
     """The rows: every DaemonSet of the cluster beside its prediction, and every operand verify models only."""
     by_name = {(p.namespace, p.name): p for p in predicted}
@@ -170,8 +178,9 @@ def rows_of(
         rows.append(row)
     for prediction in by_name.values():
         model = sorted(n for n, why in prediction.nodes.items() if not why)
-        real: list[str] | None = [] if prediction.in_chart else None
-        note = "" if prediction.in_chart else MODEL_ONLY
+        created_here = prediction.in_chart or not operator_absent  # by Helm, or by NVIDIA's running controller
+        real: list[str] | None = [] if created_here else None
+        note = "" if created_here else MODEL_ONLY.format(operator_absent)
         rows.append(DaemonSetRow(prediction.namespace, prediction.name, prediction.source, real, model, note=note))
     return sorted(rows, key=lambda r: (r.real is None, r.namespace, r.name))
 

@@ -74,6 +74,11 @@ def objects_of(items: list[dict[str, Any]], *, control_plane_own: bool = True) -
 
 def api_objects(sandbox: Sandbox, toolbox: Toolbox, *, control_plane_own: bool = True) -> dict[str, bool]:
     """Every object of the compared kinds the API lists (objects_of)."""
+    return objects_of(api_items(sandbox, toolbox), control_plane_own=control_plane_own)
+
+
+def api_items(sandbox: Sandbox, toolbox: Toolbox) -> list[dict[str, Any]]:
+    """Every object of the compared kinds, as the API lists it (with its managed fields)."""
     kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
     kinds = interrupts.run([*kubectl, "api-resources", "--verbs=list", "-o", "name"])
     if kinds.returncode != 0:
@@ -84,9 +89,58 @@ def api_objects(sandbox: Sandbox, toolbox: Toolbox, *, control_plane_own: bool =
     )  # fmt: skip
     if listed.returncode != 0:
         raise SandboxError(f"kubectl get: {listed.stderr.strip()}")
-    return objects_of(
-        json.loads(listed.stdout or '{"items": []}').get("items", []), control_plane_own=control_plane_own
-    )
+    items: list[dict[str, Any]] = json.loads(listed.stdout or '{"items": []}').get("items", [])
+    return items
+
+
+def _entry(item: dict[str, Any]) -> str:
+    metadata = item.get("metadata", {})
+    return f"{item.get('kind')}/{metadata.get('namespace') or ''}/{metadata.get('name')}"
+
+
+def kept_with_what_they_own(items: list[dict[str, Any]], kept: set[str]) -> set[str]:
+    """`kept`, the objects their charts mark `helm.sh/resource-policy: keep` (Helm never deletes them, and the
+    chart's own pre-delete hook Job that would, the GPU Operator's GPUCluster, runs no container in the sandbox),
+    and everything those own, however deep (the garbage collector removes it only with its owner: the operands
+    NVIDIA's controller made from the kept GPUCluster)."""
+    kept = set(kept)
+    for item in items:
+        if (item.get("metadata", {}).get("annotations") or {}).get("helm.sh/resource-policy") == "keep":
+            kept.add(_entry(item))
+    uids = {item["metadata"].get("uid"): _entry(item) for item in items}
+    while True:
+        owned = {
+            _entry(item)
+            for item in items
+            if _entry(item) not in kept
+            and any(uids.get(o.get("uid")) in kept for o in item["metadata"].get("ownerReferences") or [])
+        }
+        if not owned:
+            return kept
+        kept |= owned
+
+
+OPERATOR_MANAGER = "gpu-operator"
+"""The GPU Operator's field manager. The node labels it writes stay when it is uninstalled: with no ClusterPolicy
+or GPUCluster left it skips node labeling (controllers/nodelabeling_controller.go), and nothing else removes them,
+on a real cluster as here."""
+
+
+def operator_labels(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, set[str]]:
+    """node -> the label keys the GPU Operator's controller wrote last."""
+    kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
+    result = interrupts.run([*kubectl, "get", "nodes", "-o", "json", "--show-managed-fields"])
+    if result.returncode != 0:
+        raise SandboxError(f"kubectl get nodes: {result.stderr.strip()}")
+    found: dict[str, set[str]] = {}
+    for node in json.loads(result.stdout)["items"]:
+        for entry in node["metadata"].get("managedFields") or []:
+            if entry.get("manager") == OPERATOR_MANAGER:
+                labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+                found.setdefault(node["metadata"]["name"], set()).update(
+                    k[2:] for k in labels if k.startswith("f:")
+                )
+    return found
 
 
 CONTROL_PLANE_NODE_KEYS = ("beta.kubernetes.io/", "node.kubernetes.io/")
@@ -148,53 +202,37 @@ def _crd_texts_in_archive(archive: Path) -> list[str]:
         return [f.read().decode("utf-8") for f in files if f is not None]
 
 
-def _kept_by_policy(sandbox: Sandbox, toolbox: Toolbox, entry: str) -> bool:
-    """An object its chart marks `helm.sh/resource-policy: keep`: Helm never deletes it, and the chart's own
-    pre-delete hook Job that would (the GPU Operator's GPUCluster) runs no container in the sandbox."""
-    kind, namespace, name = entry.split("/", 2)
-    command = [
-        str(toolbox.binary(*KUBECTL)),
-        "--kubeconfig",
-        str(sandbox.kubeconfig),
-        "get",
-        kind,
-        name,
-        "-o",
-        "json",
-    ]
-    result = interrupts.run([*command, *(["-n", namespace] if namespace else [])])
-    if result.returncode != 0:
-        return False
-    annotations = json.loads(result.stdout).get("metadata", {}).get("annotations") or {}
-    return bool(annotations.get("helm.sh/resource-policy") == "keep")
-
-
 def leftovers(
     sandbox: Sandbox, toolbox: Toolbox, kept: set[str], wait: float = 60.0
 ) -> tuple[list[str], list[str]]:
     """What is in the API after destroy that was not there before apply, and node labels or taints that differ
-    from before apply; apart, what of it `kept` names (what Helm keeps by design). Namespaces and the objects
-    another owns (a DaemonSet's ControllerRevisions, a Service's EndpointSlices) are given `wait` seconds to be
-    removed by the namespace and garbage collectors."""
+    from before apply; apart, what is left by design (`kept`: what Helm keeps; what that owns; the GPU
+    Operator's node labels). Namespaces and the objects another owns (a DaemonSet's ControllerRevisions, a
+    Service's EndpointSlices) are given `wait` seconds to be removed by the namespace and garbage collectors."""
     baseline = json.loads((sandbox.folder / "baseline.json").read_text())
     before = set(baseline["objects"])
     deadline = time.monotonic() + wait
     while True:
-        now = api_objects(sandbox, toolbox, control_plane_own=False)
+        items = api_items(sandbox, toolbox)
+        now = objects_of(items, control_plane_own=False)
         extra = sorted(set(now) - before)
-        pending = [e for e in extra if e not in kept and (e.startswith("Namespace/") or now[e])]
+        by_design = kept_with_what_they_own(items, kept)
+        pending = [e for e in extra if e not in by_design and (e.startswith("Namespace/") or now[e])]
         if not pending or time.monotonic() > deadline:
             break
         time.sleep(1)
-    kept = kept | {e for e in extra if e not in kept and _kept_by_policy(sandbox, toolbox, e)}
-    lines = [e for e in extra if e not in kept]
-    for node, now in node_contract(sandbox, toolbox).items():
+    lines = [e for e in extra if e not in by_design]
+    left_by_design = [e for e in extra if e in by_design]
+    operator = operator_labels(sandbox, toolbox)
+    for node, now_node in node_contract(sandbox, toolbox).items():
         then = baseline["nodes"].get(node, {"labels": {}, "taints": []})
-        for key in sorted(set(now["labels"]) | set(then["labels"])):
-            if now["labels"].get(key) != then["labels"].get(key):
-                lines.append(
-                    f"Node/{node}: label {key}={now['labels'].get(key)} (before apply: {then['labels'].get(key)})"
+        for key in sorted(set(now_node["labels"]) | set(then["labels"])):
+            if now_node["labels"].get(key) != then["labels"].get(key):
+                line = f"Node/{node}: label {key}={now_node['labels'].get(key)} (before apply: {then['labels'].get(key)})"
+                by_operator = key in operator.get(node, set())
+                (left_by_design if by_operator else lines).append(
+                    line + (" (the GPU Operator's)" if by_operator else "")
                 )
-        if now["taints"] != then["taints"]:
-            lines.append(f"Node/{node}: taints {now['taints']} (before apply: {then['taints']})")
-    return lines, [e for e in extra if e in kept]
+        if now_node["taints"] != then["taints"]:
+            lines.append(f"Node/{node}: taints {now_node['taints']} (before apply: {then['taints']})")
+    return lines, left_by_design

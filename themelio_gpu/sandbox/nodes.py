@@ -34,6 +34,7 @@ from themelio_gpu.inputs.clusters.pool_contract import PoolContract
 from themelio_gpu.k8s.nvidia import DRA_DRIVER, device_plugin_resource
 from themelio_gpu.k8s.semver import parse_semver
 from themelio_gpu.plan.model import ClusterPlan
+from themelio_gpu.sandbox.gpu_profiles import NVML_CUDA_VERSION, NVML_DRIVER_VERSION, driver_publishes
 
 SYSTEM_NODE = "system-0"
 """The one CPU node of every sandbox: a real cluster runs its controllers (the GPU Operator, NFD's master) on
@@ -43,14 +44,30 @@ CONTROL_PLANE_NODE = "control-plane-0"
 controllers there expect (nvidia-dra-driver-gpu 25.x requires one for its controller; on a managed cluster
 without schedulable control-plane nodes that controller stays Pending unless its affinity is overridden)."""
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
-NFD_NVIDIA_PCI = {"feature.node.kubernetes.io/pci-10de.present": "true"}
-"""What NFD's worker labels a node with an NVIDIA PCI device (vendor 10de); the DRA driver's kubelet plugin
-selects on it. NFD's worker is placed here but runs nothing, so the sandbox sets what it would find."""
+OS_ID, OS_VERSION, KERNEL = "ubuntu", "24.04", "6.8.0"
+"""What every simulated node runs (its nodeInfo says so too)."""
+NFD_GPU_NODE = {
+    "feature.node.kubernetes.io/pci-10de.present": "true",
+    "feature.node.kubernetes.io/system-os_release.ID": OS_ID,
+    "feature.node.kubernetes.io/system-os_release.VERSION_ID": OS_VERSION,
+    "feature.node.kubernetes.io/system-os_release.VERSION_ID.major": "24",  # OS_VERSION's, as NFD splits it
+    "feature.node.kubernetes.io/system-os_release.VERSION_ID.minor": "04",
+    "feature.node.kubernetes.io/kernel-version.full": KERNEL,
+}
+"""What NFD's worker labels a GPU node with: its NVIDIA PCI device (vendor 10de), which the DRA driver's kubelet
+plugin selects on, and its OS (`system` source) and kernel (`kernel` source), without which the GPU Operator's
+controller stops ("failed to retrieve GPU node OS info"). NFD's worker is placed here but runs nothing: it cannot
+read the PCI devices and os-release of a simulated node, so the sandbox sets what it would find (`up` says so)."""
+NFD_SAID = (
+    "NFD's labels (feature.node.kubernetes.io/pci-10de.present, the OS and kernel) are the sandbox's on every GPU "
+    "node: NFD's worker is placed but cannot read a simulated node's PCI devices or os-release"
+)
 PROVISIONED_NODES = 2
 """Nodes the sandbox registers for each provisioned pool (the cluster file does not say how many)."""
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
-DRIVER_VERSION = "580.105.8"
-CUDA_DRIVER_VERSION = "13.0.0"
+DRIVER_VERSION = str(parse_semver(NVML_DRIVER_VERSION, normalize=True))
+"""The installed driver every simulated node runs (gpu_profiles.py), as the driver's `driverVersion` spells it."""
+CUDA_DRIVER_VERSION = str(parse_semver(NVML_CUDA_VERSION, normalize=True))
 NODE_ALLOCATABLE = {"cpu": "128", "memory": "1Ti", "pods": "110", "ephemeral-storage": "1Ti"}
 
 
@@ -62,6 +79,15 @@ class SimulatedNode:
     """static, provisioned or karpenter."""
     manifest: dict[str, Any]
     slices: tuple[dict[str, Any], ...]
+    """The node's GPUs as the generator shapes them: what the sandbox writes, and the model's view of them
+    (placement.py) also where the driver publishes them."""
+    by_driver: bool = False
+    """NVIDIA's DRA driver's kubelet plugin publishes this node's GPUs (gpu_profiles.driver_publishes)."""
+
+    @property
+    def written(self) -> tuple[dict[str, Any], ...]:
+        """The slices the sandbox writes for the node: none where the driver publishes (no double publishing)."""
+        return () if self.by_driver else self.slices
 
 
 def _stable_uuid(*parts: str) -> str:
@@ -108,7 +134,6 @@ def gpu_devices(node: str, product: GpuProduct, gpus: int, mig: dict[str, int] |
                         **_common_attributes(product),
                         "type": {"string": "gpu"},
                         "uuid": {"string": gpu_uuid},
-                        "index": {"int": index},
                         **pci,
                     },
                     "capacity": {"memory": {"value": _mebibytes(product.memory_gib)}},
@@ -182,8 +207,8 @@ def _node(
                 "machineID": _stable_uuid("machine", name).replace("-", ""),
                 "systemUUID": _stable_uuid("system", name),
                 "bootID": _stable_uuid("boot", name),
-                "kernelVersion": "6.8.0",
-                "osImage": "Ubuntu 24.04 LTS",
+                "kernelVersion": KERNEL,
+                "osImage": f"{OS_ID.capitalize()} {OS_VERSION} LTS",
                 "containerRuntimeVersion": "containerd://2.1.0",
                 "kubeletVersion": kubelet,
                 "kubeProxyVersion": "",
@@ -247,7 +272,7 @@ def model_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
     for pool in plan.definition.node_pools:
         contract = contracts[pool.name]
         for name, kind in _names(pool, plan.name):
-            labels: dict[str, str] = dict(NFD_NVIDIA_PCI)
+            labels: dict[str, str] = dict(NFD_GPU_NODE)
             taints: list[dict[str, str]] = []
             if kind == "provisioned":
                 labels, taints = {**labels, **contract.labels}, _taints(contract)
@@ -264,11 +289,9 @@ def model_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
                 }
                 taints = _taints(contract)
             slices = gpu_slices(name, contract)
-            nodes.append(
-                SimulatedNode(
-                    name, pool.name, kind, _node(name, labels, taints, node_allocatable(contract), kubelet), slices
-                )
-            )
+            manifest = _node(name, labels, taints, node_allocatable(contract), kubelet)
+            by_driver = driver_publishes(contract) and kind != "karpenter"  # no plugin runs on Karpenter's nodes
+            nodes.append(SimulatedNode(name, pool.name, kind, manifest, slices, by_driver))
     system = _node(SYSTEM_NODE, {"node-role.kubernetes.io/system": ""}, [], dict(NODE_ALLOCATABLE), kubelet)
     nodes.append(SimulatedNode(SYSTEM_NODE, "", "system", system, ()))
     control_taint = [{"key": CONTROL_PLANE_ROLE, "effect": "NoSchedule"}]

@@ -39,8 +39,8 @@ from themelio_gpu.sandbox.outcomes import Outcome, landed, no_fit
 PLACEMENTS = "validate's placements"
 CEL = "the CEL evaluator on the devices the sandbox publishes"
 OPERATOR_CLASS = (
-    "not compared: the GPU Operator's controller creates this class from the GPUCluster, and it does not run in "
-    "the sandbox (the model's answer only)"
+    "not compared: the GPU Operator's controller creates this class from the GPUCluster for the DRA driver it "
+    "deploys (v0.5.0), of which no source is at hand to run here (the model's answer only)"
 )
 
 

@@ -24,7 +24,7 @@ from themelio_gpu.dryrun.cel_kubernetes import CelError, compile_selector
 from themelio_gpu.dryrun.resourceslices import Device, parse_resourceslices
 from themelio_gpu.dryrun.trial import violations
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.sandbox import attempts
+from themelio_gpu.sandbox import attempts, slice_compare
 from themelio_gpu.sandbox.attempts import DeviceKey
 from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.errors import SandboxError
@@ -56,6 +56,9 @@ class Row:
     """Allocated devices the offline CEL evaluator was asked about."""
     uncompared: str = ""
     """Why the row is shown but not compared with the model."""
+    slices: str = ""
+    """Whose ResourceSlices the row ran on (slice_compare.publishers): of the node it landed on, else of the
+    nodes of the pools that serve it; `driver` (NVIDIA's DRA driver), `sandbox`, or `none` (the device plugin)."""
 
     @property
     def agrees(self) -> bool:
@@ -72,6 +75,8 @@ class Published:
     devices: dict[DeviceKey, Device]
     classes: dict[str, list[str]]
     nodes: dict[str, dict[str, Any]]
+    publishers: dict[str, str] = field(default_factory=dict)
+    """Node -> whose slices it has (slice_compare.publishers)."""
 
 
 def read_published(api: Rest) -> Published:
@@ -79,9 +84,8 @@ def read_published(api: Rest) -> Published:
     parsed = parse_resourceslices(json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}))
     classes = {c["metadata"]["name"]: _selectors(c) for c in attempts.dra_items(api, "DeviceClass")}
     nodes = {n["metadata"]["name"]: n for n in api.items("Node")}
-    return Published(
-        attempts.devices_by_key(slices), {(d.driver, d.pool, d.name): d for d in parsed}, classes, nodes
-    )
+    devices = {(d.driver, d.pool, d.name): d for d in parsed}
+    return Published(attempts.devices_by_key(slices), devices, classes, nodes, slice_compare.publishers(slices))
 
 
 def _selectors(device_class: dict[str, Any]) -> list[str]:
@@ -113,6 +117,7 @@ def _try(
     bound = bool(pod.get("spec", {}).get("nodeName"))
     events = [] if bound else attempts.events(api, NAMESPACE)  # why it is Pending, when it is
     row.real = pod_outcome(pod, events, attempts.pool_of(sandbox))
+    row.slices = whose_slices(pod, planned, published.publishers, sandbox, plan)
     claims = attempts.claim_names(pod)
     if row.real.kind is Kind.LANDED:
         read_devices(plan, row, planned, pod, claims, published, api)
@@ -123,6 +128,20 @@ def _try(
     if len(objects) > 1:
         api.delete("ResourceClaimTemplate", NAMESPACE, name)
     return row
+
+
+def whose_slices(
+    pod: dict[str, Any], planned: Planned, publishers: dict[str, str], sandbox: Sandbox, plan: ClusterPlan
+) -> str:
+    """Whose slices the row ran on: its node's, else those of the nodes of the pools the model names or that
+    serve its offering (the scheduler tried them all); `none`: the device plugin's allocatable, no slice."""
+    node = pod.get("spec", {}).get("nodeName")
+    serving = set(planned.expected.pools)
+    if planned.offering is not None:
+        serving |= set(plan.placements.get(planned.offering.name, ()))
+    pools = {name: str(n.get("pool")) for name, n in sandbox.state().get("nodes", {}).items()}
+    nodes = [node] if node else [n for n, pool in pools.items() if pool in serving]
+    return ", ".join(sorted({publishers.get(n, "none") for n in nodes})) or "none"
 
 
 def read_devices(
@@ -201,6 +220,7 @@ def as_dicts(rows: list[Row]) -> list[dict[str, Any]]:
             "problems": r.problems,
             "celChecked": r.cel_checked,
             "uncompared": r.uncompared,
+            "slices": r.slices,
             "agrees": r.agrees,
         }
         for r in rows
@@ -219,12 +239,12 @@ def answer(outcome: Outcome | None) -> str:
 
 
 def as_table(rows: list[Row]) -> str:
-    header = ("tried", "count", "cluster's answer", "devices", "model", "agrees")
+    header = ("tried", "count", "cluster's answer", "devices", "slices", "model", "agrees")
     lines = [header]
     for row in rows:
         verdict = row.uncompared or (
             "yes" if row.agrees else "NO" + (": " + "; ".join(row.problems) if row.problems else "")
         )
-        lines.append((row.key, str(row.count), answer(row.real), "; ".join(row.devices) or "-",
+        lines.append((row.key, str(row.count), answer(row.real), "; ".join(row.devices) or "-", row.slices or "-",
                       f"{row.expected.describe()[:60]} ({row.model})", verdict))  # fmt: skip
     return table(lines, pad_last=False)

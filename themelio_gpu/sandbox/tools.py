@@ -105,9 +105,14 @@ class Tool:
         return not self.missing()
 
     def missing(self) -> list[str]:
-        return [b for b in self.binaries if not os.access(self.path(b), os.X_OK)] + [
-            f for f in self.files if not self.path(f).exists()
-        ]
+        """What is not there: a program not executable, a file or folder absent (a shared library, built with
+        `buildmode = "c-shared"`, is loaded, not run: Go writes it without the execute bit)."""
+        library = self.buildmode == "c-shared"
+        return [
+            b
+            for b in self.binaries
+            if not (self.path(b).is_file() if library else os.access(self.path(b), os.X_OK))
+        ] + [f for f in self.files if not self.path(f).exists()]
 
 
 def load_tools(file: Path = TOOLS_FILE) -> dict[str, Tool]:

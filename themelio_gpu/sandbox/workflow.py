@@ -30,6 +30,7 @@ from themelio_gpu.sandbox import (
     inventory,
     karpenter_probe,
     kueue_probe,
+    nvidia_report,
     parallel,
     probe,
     providers,
@@ -186,9 +187,13 @@ def _destroy(args: argparse.Namespace, sandbox: cluster.Sandbox, plan: ClusterPl
     _show(steps)
     left, kept = inventory.leftovers(sandbox, tools, inventory.kept_by_helm(plan, chart_cache(args.charts)))
     if kept:
-        _say(f"sandbox: {len(kept)} object(s) Helm keeps after uninstall by design (its charts' CRDs, the "
-             f"namespaces it created, objects marked helm.sh/resource-policy: keep; docs/sandbox.md): "
-             f"{', '.join(kept)}")  # fmt: skip
+        objects = [k for k in kept if not k.startswith("Node/")]
+        labels = (
+            f"; {len(kept) - len(objects)} node labels the GPU Operator set" if len(kept) > len(objects) else ""
+        )
+        _say(f"sandbox: left after uninstall by design (what Helm keeps: its charts' CRDs, the namespaces it "
+             f"created, objects marked helm.sh/resource-policy: keep, and what those own; the GPU Operator's node "
+             f"labels; docs/sandbox.md): {count(len(objects), 'object')}: {', '.join(objects)}{labels}")  # fmt: skip
     _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
     for line in left:
         _say(f"  {line}")
@@ -315,7 +320,11 @@ def _probe(
             rows = probe.probe(plan, sandbox, tools)
             quota = admission.quota_probe(plan, sandbox, tools)
             queued = kueue_probe.probe_kueue(plan, sandbox, tools)
-            placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools))
+            nvidia = nvidia_report.read(plan, sandbox, tools)
+            absent = (
+                "" if nvidia.operator is None or nvidia.operator.running else nvidia.operator.why or "not started"
+            )
+            placed = daemonsets.compare(tools, sandbox, predict(plan, sandbox, tools), absent)
             _wait_cleared(plan, sandbox)
         finally:
             karpenter_probe.end(sandbox, tools)
@@ -326,6 +335,7 @@ def _probe(
             "kueue": kueue_probe.as_dicts(queued),
             "karpenter": karpenter_probe.as_dicts(launched),
             "daemonsets": [{**dataclasses.asdict(d), "agrees": d.agrees} for d in placed],
+            "nvidia": nvidia_report.as_json(nvidia),
         }
         print(json.dumps(report, indent=2), file=out or sys.stdout, flush=True)
     else:
@@ -337,9 +347,10 @@ def _probe(
         ):
             if part:
                 print(part)
-        print(daemonsets.as_table(placed), flush=True)
+        print(daemonsets.as_table(placed))
+        print(nvidia_report.as_text(nvidia), flush=True)
     # The summary goes with the tables; beside JSON it goes to stderr, so that stdout is the JSON alone.
-    summary = probe_summary(plan.name, rows, quota, placed)
+    summary = probe_summary(plan.name, rows, quota, placed) + f"; {nvidia_report.summary(nvidia)}"
     summary += f"; Kueue: {len(queued)} Jobs, {sum(k.agrees for k in queued)} as the model says" if queued else ""
     summary += (
         f"; Karpenter: {len(launched)} attempts, {sum(k.agrees for k in launched)} as the model says"
@@ -348,7 +359,7 @@ def _probe(
     )
     print(summary, file=sys.stderr if args.json else sys.stdout, flush=True)
     agreed = [r.agrees for r in rows] + [q.agrees for q in quota] + [k.agrees for k in queued]
-    agreed += [k.agrees for k in launched] + [d.agrees for d in placed]
+    agreed += [k.agrees for k in launched] + [d.agrees for d in placed] + [nvidia.ok]
     return EXIT_OK if all(agreed) else EXIT_FAILED
 
 

@@ -11,7 +11,10 @@ GPUCluster facts, from NVIDIA/gpu-operator at v26.7.0 (commit 10ee5b36):
   unlike the ClusterPolicy). The kubelet plugin also requires node affinity (any of the NFD PCI label,
   NFD's NVIDIA CPU vendor, `nvidia.com/gpu.present`); the validator requires `nvidia.com/gpu.present`. The
   validator, DCGM and DCGM Exporter pods claim GPUs (adminAccess ResourceClaims on gpu.nvidia.com), so they
-  start only where the kubelet plugin publishes the node's devices. DCGM exists only with
+  start only where the kubelet plugin publishes the node's devices, and not on a MIG node: the class selects
+  `type == 'gpu'`, and with MIG on the driver publishes only MIG devices (cmd/gpu-kubelet-plugin/nvlib.go of the
+  DRA driver, without its DynamicMIG gate; seen with NVIDIA's controller and the real scheduler in the sandbox:
+  those pods stay Pending there, "cannot allocate all claims"). DCGM exists only with
   `dcgm.enabled: true` (`gpucluster.go` dcgmEnabled), DCGM Exporter when `dcgmExporter` is set and not
   disabled, the validator and the plugin always; ComputeDomains add a Deployment (not per node).
 - `controllers/nodelabeling_controller.go` updateGPUStateLabels with a GPUCluster: no GPU label, no state
@@ -208,6 +211,7 @@ class GPUClusterMode:
                     created=created,
                     not_created="" if created else _why_off(operand.section, section),
                     needs_devices_from=DRA_PLUGIN if operand.claims_gpus else None,
+                    needs_whole_gpu=operand.claims_gpus,
                 )
             )
         return found + [self._driver_workload(d) for d in self.drivers]

@@ -60,8 +60,10 @@ class Expect(Enum):
     MAY = "may run"
 
 
-def expectation(role: Role, pool: PoolContract) -> Expect:
+def expectation(role: Role, pool: PoolContract, workload: Workload | None = None) -> Expect:
     mig = pool.mig_devices is not None
+    if workload is not None and workload.needs_whole_gpu and mig:
+        return Expect.MAY  # it cannot run there whatever the stack says (blockers); the report says why
     match role:
         case Role.NFD_WORKER | Role.OPERAND:
             return Expect.MUST
@@ -149,10 +151,15 @@ def pool_nodes(pool: NodePool, contract: PoolContract) -> tuple[str, tuple[Node,
     return how, tuple(nodes)
 
 
-def blockers(workload: Workload, node: Node, workloads: Sequence[Workload]) -> list[str]:
+def blockers(workload: Workload, node: Node, workloads: Sequence[Workload], mig: bool = False) -> list[str]:
     """Why the workload's pods cannot run on the node ([] when they can): the scheduler's node filters, and
-    for a pod that claims DRA devices, the kubelet plugin that would publish them on that node."""
+    for a pod that claims DRA devices, the kubelet plugin that would publish them on that node and, for a whole
+    GPU, that the node's GPUs are not MIG-partitioned (`mig`)."""
     reasons = why_not(workload.scheduling, node)
+    if workload.needs_whole_gpu and mig:
+        reasons.append(
+            "its ResourceClaim asks gpu.nvidia.com for a whole GPU, and a MIG node publishes only its MIG devices"
+        )
     if workload.needs_devices_from is not None:
         plugin = next((w for w in workloads if w.name == workload.needs_devices_from), None)
         if plugin is None or not plugin.created or why_not(plugin.scheduling, node):
@@ -175,7 +182,8 @@ def settle(
     labels = dict(node.labels)
     for _ in range(MAX_ROUNDS):
         current = Node(node.name, labels, node.taints)
-        running = {w.name for w in workloads if w.created and not blockers(w, current, workloads)}
+        mig = pool.mig_devices is not None
+        running = {w.name for w in workloads if w.created and not blockers(w, current, workloads, mig)}
         new = dict(node.labels)
         if any(w.role is Role.NFD_WORKER and w.name in running for w in workloads):
             new.update(nfd_labels(nfd_config, pool.product))
@@ -191,7 +199,13 @@ def settle(
 # --- placing each DaemonSet -------------------------------------------------------------------------------
 
 
-def place(workload: Workload, expect: Expect, nodes: Sequence[Node], workloads: Sequence[Workload] = ()) -> Row:
+def place(
+    workload: Workload,
+    expect: Expect,
+    nodes: Sequence[Node],
+    workloads: Sequence[Workload] = (),
+    mig: bool = False,
+) -> Row:
     if not workload.created:
         # An operand switched off in the values is a choice (dcgm, a host driver); the device plugin on a
         # device-plugin pool and the MIG Manager on a MIG pool are needed whatever the values say.
@@ -200,7 +214,7 @@ def place(workload: Workload, expect: Expect, nodes: Sequence[Node], workloads: 
         return Row(
             workload.name, workload.source, expect, f"not created ({workload.not_created})", _ok(expect, False)
         )
-    results = [(n, blockers(workload, n, workloads)) for n in nodes]
+    results = [(n, blockers(workload, n, workloads, mig)) for n in nodes]
     blocked = [(n, reasons) for n, reasons in results if reasons]
     runs_on = tuple(n.name for n, reasons in results if not reasons)
     if not blocked:
@@ -287,7 +301,8 @@ def _prove_pool(
             "depends on labels its own running changes)"
         )
     pool = PoolProof(contract, how, tuple(s for s in settled if s is not None) or nodes, nodes[0].labels)
-    pool.rows = [place(w, expectation(w.role, contract), pool.nodes, workloads) for w in workloads]
+    mig = contract.mig_devices is not None
+    pool.rows = [place(w, expectation(w.role, contract, w), pool.nodes, workloads, mig) for w in workloads]
     for role in (Role.NFD_WORKER, Role.DRA_PLUGIN):
         if not any(w.role is role for w in workloads) and expectation(role, contract) is Expect.MUST:
             pool.rows.append(Row(role.value, "-", Expect.MUST, "no such DaemonSet is rendered", False))

@@ -8,10 +8,13 @@ model: a static node is itself; a provisioned pool's nodes are alike, as verify'
 node (the one the probe had Karpenter launch, recorded as the pool's) is the model's node of the pool's first
 instance and capacity type.
 
-Neither NFD nor the GPU Operator runs in the sandbox: it sets NFD's NVIDIA PCI label itself and no label of the
-operator's. Where verify's verdict on a node rests on a runtime label the sandbox does not give it (the verdict
-on the model's node without its runtime labels, the sandbox's NFD label added, differs), the prediction says
-which labels, and the probe shows that DaemonSet without comparing it.
+NFD's worker runs nothing in the sandbox: the sandbox sets NFD's labels itself (`nodes.NFD_GPU_NODE`). Where the
+sandbox runs NVIDIA's GPU Operator controller (its state says so), the controller sets its own labels
+(`nvidia.com/gpu.present`, the `nvidia.com/gpu.deploy.*` state labels), but not `nvidia.com/gpu.deploy.mig-manager`,
+which it adds only where GPU Feature Discovery's container, which does not run here, found a MIG-capable GPU.
+Where verify's verdict on a node rests on a runtime label the sandbox does not give it
+(the verdict on the model's node without its runtime labels, the sandbox's differs), the prediction says which
+labels, and the probe shows that DaemonSet without comparing it.
 `sandbox probe` compares these with the nodes the real DaemonSet controller chose (`sandbox/daemonsets.py`).
 """
 
@@ -20,16 +23,22 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from themelio_gpu.k8s.nvidia import DEPLOY, DEPLOY_MIG_MANAGER, DRIVER_OWNER, GPU_PRESENT
 from themelio_gpu.k8s.scheduling import Node
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.cluster import Sandbox
 from themelio_gpu.sandbox.daemonsets import Predicted, gpu_nodes, installed_charts
-from themelio_gpu.sandbox.nodes import NFD_NVIDIA_PCI
+from themelio_gpu.sandbox.nodes import NFD_GPU_NODE
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.verify.proof import PoolProof, blockers, pool_nodes, prove_cluster
 from themelio_gpu.verify.render import render_release
 from themelio_gpu.verify.validation import ValidationResult
 from themelio_gpu.verify.workloads import Workload, chart_workloads
+
+
+def _by_operator(key: str) -> bool:
+    """A label NVIDIA's controller sets on a sandbox node by itself (not one that needs GFD's labels first)."""
+    return key in (GPU_PRESENT, DRIVER_OWNER) or (key.startswith(DEPLOY) and key != DEPLOY_MIG_MANAGER)
 
 
 def _counterpart(pool: PoolProof, node: str, kind: str) -> str:
@@ -38,9 +47,11 @@ def _counterpart(pool: PoolProof, node: str, kind: str) -> str:
     return node if kind == "static" else names[0]
 
 
-def _as_the_sandbox_labels(unsettled: Node) -> Node:
-    """The model's node before NFD and the operator label it, with the NFD label the sandbox sets itself."""
-    return Node(unsettled.name, {**unsettled.labels, **NFD_NVIDIA_PCI}, unsettled.taints)
+def _as_the_sandbox_labels(unsettled: Node, settled: Node, operator_runs: bool) -> Node:
+    """The model's node before NFD and the operator label it, with the NFD labels the sandbox sets itself, and
+    the operator's own where NVIDIA's controller runs in the sandbox and labels the node itself."""
+    by_operator = {k: v for k, v in settled.labels.items() if _by_operator(k)} if operator_runs else {}
+    return Node(unsettled.name, {**unsettled.labels, **NFD_GPU_NODE, **by_operator}, unsettled.taints)
 
 
 def predict(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predicted]:
@@ -58,6 +69,7 @@ def predict(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predi
             in_chart[workload.name] = release.spec.namespace
     workloads = {w.name: w for w in proof.workloads}
     nodes = gpu_nodes(sandbox)
+    operator_runs = bool(sandbox.state().get("gpuOperator", {}).get("runs"))
     verdicts: dict[tuple[str, str], dict[str, str]] = {}
     runtime: dict[tuple[str, str], set[str]] = {}
     for definition, pool in zip(plan.definition.node_pools, proof.pools, strict=True):
@@ -73,7 +85,9 @@ def predict(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predi
                 verdict[node] = "" if model in row.runs_on else row.outcome
                 placed = workloads.get(row.workload)
                 if placed is not None and model in unsettled:
-                    keys = _runtime_labels(placed, settled[model], unsettled[model], proof.workloads)
+                    keys = _runtime_labels(
+                        placed, settled[model], unsettled[model], proof.workloads, operator_runs
+                    )
                     runtime.setdefault((row.workload, row.source), set()).update(keys)
     operator_namespace = plan.operator_release.namespace
     return [
@@ -89,10 +103,12 @@ def predict(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predi
     ]
 
 
-def _runtime_labels(workload: Workload, settled: Node, unsettled: Node, workloads: list[Workload]) -> list[str]:
+def _runtime_labels(
+    workload: Workload, settled: Node, unsettled: Node, workloads: list[Workload], operator_runs: bool = False
+) -> list[str]:
     """The runtime labels verify's verdict on the node rests on, which the sandbox does not give it ([] when the
     verdict is the same on the node as the sandbox labels it)."""
-    plain = _as_the_sandbox_labels(unsettled)
+    plain = _as_the_sandbox_labels(unsettled, settled, operator_runs)
     if bool(blockers(workload, settled, workloads)) == bool(blockers(workload, plain, workloads)):
         return []
     return sorted(

@@ -42,6 +42,10 @@ class Workload:
     needs_devices_from: str | None = None
     """The DaemonSet whose DRA kubelet plugin publishes the devices this pod's ResourceClaim asks for: the
     scheduler places the pod only on a node where that plugin runs (it publishes the node's ResourceSlice)."""
+    needs_whole_gpu: bool = False
+    """Its ResourceClaim asks the class `gpu.nvidia.com` (`type == 'gpu'`) for a whole GPU: a node whose GPUs are
+    MIG-partitioned publishes only its MIG devices (the DRA driver without DynamicMIG), so the scheduler cannot
+    place it there."""
 
 
 NFD_LABEL_PREFIX = "feature.node.kubernetes.io/"

@@ -14,6 +14,8 @@ from typing import Any
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.components.base import Component, Context
 from themelio_gpu.sandbox.components.chart_repository import ChartRepository
+from themelio_gpu.sandbox.components.dra_kubelet_plugin import DraKubeletPlugin
+from themelio_gpu.sandbox.components.gpu_operator import GpuOperator
 from themelio_gpu.sandbox.components.karpenter import Karpenter
 from themelio_gpu.sandbox.components.kueue import Kueue
 from themelio_gpu.sandbox.supervisor import Supervisor
@@ -24,6 +26,8 @@ COMPONENTS: tuple[Component, ...] = (
     ChartRepository(),
     Karpenter(),
     Kueue(),
+    DraKubeletPlugin(),
+    GpuOperator(),
 )
 """Every component, in the order they start."""
 
@@ -34,7 +38,7 @@ def wanted(plan: ClusterPlan) -> list[Component]:
 
 def tools(plan: ClusterPlan) -> set[str]:
     """The tools.toml names the cluster's components need."""
-    return {tool for component in wanted(plan) for tool in component.tools}
+    return {tool for component in wanted(plan) for tool in component.tools_for(plan)}
 
 
 def start(context: Context) -> dict[str, Any]:

@@ -57,6 +57,11 @@ class Component(Protocol):
         """Whether this cluster's sandbox runs it."""
         ...
 
+    def tools_for(self, plan: ClusterPlan) -> tuple[str, ...]:
+        """The tools this cluster's sandbox needs of it: `tools`, unless which build depends on the cluster (the
+        GPU Operator at the chart's appVersion)."""
+        return self.tools
+
     def start(self, context: Context) -> dict[str, Any]:
         """Start its processes (through `context.supervisor`) and return what the sandbox's state
         (`sandbox.json`) keeps of it: top-level keys of its own, e.g. an address. May wait for another

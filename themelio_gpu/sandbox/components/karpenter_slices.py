@@ -25,7 +25,7 @@ from typing import Any
 from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.k8s.nvidia import DRA_DRIVER
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.nodes import NFD_NVIDIA_PCI, gpu_devices, resource_slice
+from themelio_gpu.sandbox.nodes import NFD_GPU_NODE, gpu_devices, resource_slice
 from themelio_gpu.sandbox.rest import Rest, path
 
 POLL = 0.2
@@ -66,8 +66,8 @@ def publish_once(api: Rest, pools: dict[str, dict[str, Any]], done: set[str]) ->
         pool = pools.get(labels.get(NODEPOOL_LABEL, ""))
         if pool is None or name in done:
             continue
-        if any(labels.get(k) != v for k, v in NFD_NVIDIA_PCI.items()):
-            api.patch("Node", None, name, {"metadata": {"labels": NFD_NVIDIA_PCI}})
+        if any(labels.get(k) != v for k, v in NFD_GPU_NODE.items()):
+            api.patch("Node", None, name, {"metadata": {"labels": NFD_GPU_NODE}})
         if pool["dra"]:
             refused = api.create(owned_slice(node, pool))
             if refused is not None and "already exists" not in refused:
