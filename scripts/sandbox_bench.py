@@ -8,7 +8,7 @@ synthesis benchmark's floor):
 - `sandbox up` (control plane, nodes, GPUs, chart repository, NVIDIA's DRA kubelet plugin per whole-GPU node,
   the GPU Operator's launcher; the tools already built: a warm up),
 - `sandbox apply` (init, apply, the plan after it), `sandbox probe`, `sandbox down` (destroy, leftovers, stop).
-The goal: up / import cdktf <= 20 (the median of the ratios within each repetition). Without the tools of
+The goal: up / import cdktf <= 25 with NVIDIA's operator and plugins and the other components running (the median of the ratios within each repetition). Without the tools of
 `make sandbox-tools` it says so and exits 0. Timings are printed, never asserted.
 """
 
@@ -34,7 +34,7 @@ from themelio_gpu.sandbox.errors import MissingToolError  # noqa: E402
 from themelio_gpu.sandbox.tools import toolbox  # noqa: E402
 from themelio_gpu.settings import input_paths  # noqa: E402
 
-GOAL_UP = 20.0
+GOAL_UP = 25.0
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, int, str]:
