@@ -297,7 +297,13 @@ MUTATIONS: dict[str, tuple[Any, set[str]]] = {
             "kueue: nvidia.com/h100 x1 through training (fits its quota; reserved pool h100-train, the queue that grants it)"
         },
     ),
-    "nvidia.com/dra-kubelet-plugin removed from nodes": (dra_kubelet_plugin_label_removed, {KUBELET_PLUGIN}),
+    # The DaemonSet no longer selects the node; and Kueue's flavor for the A100 pool carries the label among its
+    # nodeLabels (plan/kueue.py: the pools' owned labels), so the Job Kueue admits there finds no node either.
+    # (The driver's plugin process keeps publishing the node's GPUs here: the placement rows do not see it.)
+    "nvidia.com/dra-kubelet-plugin removed from nodes": (
+        dra_kubelet_plugin_label_removed,
+        {KUBELET_PLUGIN, "kueue: nvidia.com/a100 x1 through gpus (fits its quota)"},
+    ),
 }
 
 
