@@ -527,6 +527,47 @@ def test_daemonsets_are_compared_with_verifys_prediction_and_an_unpredicted_one_
     )
 
 
+def test_pending_daemonset_pods_agree_only_where_verify_predicts_their_claims_stop_them() -> None:
+    """A pod whose claim cannot be met on a node its selectors and tolerations fit: the DaemonSet controller
+    creates it (it checks selectors and taints, not claims) and the scheduler never binds it. Pending pods verify
+    predicts agree; an unpredicted one fails."""
+    from themelio_gpu.sandbox.daemonsets import Predicted, as_table, rows_of
+
+    daemonset = {"metadata": {"namespace": "ns", "name": "validator", "uid": "v", "generation": 1}}
+
+    def pod(node: str | None) -> dict[str, Any]:
+        return {"metadata": {"ownerReferences": [{"uid": "v"}]}, "spec": {"nodeName": node} if node else {}}
+
+    gpu = {"h100-0", "h100-1", "mig-0", "mig-1"}
+    why = "does not run: its ResourceClaim asks gpu.nvidia.com for a whole GPU, and a MIG node publishes only ..."
+    nodes = {"h100-0": "", "h100-1": "", "mig-0": why, "mig-1": why}
+    pods = [pod("h100-0"), pod("h100-1"), pod(None), pod(None)]
+    predicted = Predicted("ns", "validator", "GPUCluster gpu-cluster", False, nodes, (), ("mig-0", "mig-1"))
+    (row,) = rows_of([daemonset], pods, [predicted], gpu)
+    assert row.agrees and (row.pending, row.pending_model) == (2, 2)
+    unpredicted = Predicted("ns", "validator", "GPUCluster gpu-cluster", False, nodes)
+    (row,) = rows_of([daemonset], pods, [unpredicted], gpu)
+    assert not row.agrees and "NO: 2 Pending where verify predicts 0" in as_table([row])
+    (row,) = rows_of([daemonset], pods[:3], [predicted], gpu)
+    assert not row.agrees  # one of the two pods verify says stays Pending is not there
+
+
+def test_verify_places_a_pod_only_claims_stop_as_pending_and_one_a_taint_stops_nowhere() -> None:
+    from themelio_gpu.k8s.scheduling import Node, PodScheduling, TaintSpec
+    from themelio_gpu.verify.proof import Expect, place
+
+    class Validator:
+        """A DaemonSet whose claim needs a device a kubelet plugin publishes (verify's Workload, as much as place
+        reads); no plugin is among the workloads, so its claim is unmet on every node."""
+
+        name, source, created, role, needs_devices_from = "v", "c", True, None, "plugin"
+        scheduling = PodScheduling()
+
+    tainted = Node("t", {}, (TaintSpec("nvidia.com/gpu", "present", "NoSchedule"),))
+    row = place(Validator(), Expect.MAY, [Node("m", {}, ()), tainted], [])  # type: ignore[arg-type]
+    assert row.runs_on == () and row.pending_on == ("m",)  # the DaemonSet controller makes no pod for "t"
+
+
 def test_verifys_prediction_for_a_sandbox_is_the_proof_on_the_installed_charts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

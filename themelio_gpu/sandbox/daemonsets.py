@@ -54,6 +54,8 @@ class Predicted:
     runtime_labels: tuple[str, ...] = ()
     """Labels NFD or the GPU Operator add at runtime that verify's verdict rests on, and the sandbox does not
     give its nodes (neither runs here): the prediction cannot be compared."""
+    pending: tuple[str, ...] = ()
+    """GPU nodes where verify says a pod is created but never bound (only its claims stop it): Pending there."""
 
 
 Predictor = Callable[[ClusterPlan, Sandbox, Toolbox], list[Predicted]]
@@ -77,6 +79,8 @@ class DaemonSetRow:
     why_not: str = ""
     """verify's reason for one node where the two differ."""
     note: str = ""
+    pending_model: int = 0
+    """How many Pending pods verify predicts: on nodes where only their claims stop them."""
 
     @property
     def compared(self) -> bool:
@@ -86,7 +90,7 @@ class DaemonSetRow:
     def agrees(self) -> bool:
         if not self.compared:
             return True  # verify's prediction only: no cluster answer to compare it with
-        return self.real == self.model and not self.pending and self.note != UNKNOWN
+        return self.real == self.model and self.pending == self.pending_model and self.note != UNKNOWN
 
 
 def installed_charts(plan: ClusterPlan, sandbox: Sandbox) -> dict[str, Path]:
@@ -163,6 +167,7 @@ def rows_of(
             note = RUNTIME.format(", ".join(prediction.runtime_labels))
         row = DaemonSetRow(key[0], key[1], prediction.source if prediction else "?", sorted(set(bound) & gpu),
                            model, pending, sorted(set(bound) - gpu), note=note)  # fmt: skip
+        row.pending_model = len(prediction.pending) if prediction else 0
         differing = sorted(set(row.real or ()) ^ set(model))
         if prediction and differing:
             first = differing[0]
@@ -191,5 +196,10 @@ def as_table(rows: list[DaemonSetRow]) -> str:
             real = _nodes_text(row.real) + (f" (+{row.pending} Pending)" if row.pending else "")
             real += f"; also on {', '.join(row.elsewhere)}" if row.elsewhere else ""
         verdict = row.note if not row.compared else "yes" if row.agrees else f"NO: {row.note or row.why_not}"
-        lines.append((f"{row.namespace}/{row.name}", real, _nodes_text(row.model), verdict))
+        model = _nodes_text(row.model) + (
+            f" (+{row.pending_model} Pending: only claims stop them)" if row.pending_model else ""
+        )
+        if row.compared and not row.agrees and row.pending != row.pending_model and not row.why_not:
+            verdict = f"NO: {row.pending} Pending where verify predicts {row.pending_model}"
+        lines.append((f"{row.namespace}/{row.name}", real, model, verdict))
     return table(lines, pad_last=False)

@@ -87,6 +87,9 @@ class Row:
     """None: no requirement on this pool."""
     runs_on: tuple[str, ...] = ()
     """The pool's modelled nodes its pods run on: what `sandbox probe` compares with the DaemonSet controller."""
+    pending_on: tuple[str, ...] = ()
+    """The pool's modelled nodes where only its claims stop it: the DaemonSet controller (which checks selectors
+    and taints, not claims) creates a pod there that the scheduler never binds, so it stays Pending."""
 
 
 @dataclass
@@ -203,15 +206,18 @@ def place(workload: Workload, expect: Expect, nodes: Sequence[Node], workloads: 
     results = [(n, blockers(workload, n, workloads)) for n in nodes]
     blocked = [(n, reasons) for n, reasons in results if reasons]
     runs_on = tuple(n.name for n, reasons in results if not reasons)
+    pending_on = tuple(n.name for n, _ in blocked if not why_not(workload.scheduling, n))
     if not blocked:
         return Row(workload.name, workload.source, expect, "runs", _ok(expect, True), runs_on)
     detail = "; ".join(blocked[0][1])
     if len(blocked) == len(results):
         same = all(reasons == blocked[0][1] for _, reasons in blocked)
         where = "" if same or len(nodes) == 1 else f" on {blocked[0][0].name}"
-        return Row(workload.name, workload.source, expect, f"does not run{where}: {detail}", _ok(expect, False))
+        outcome = f"does not run{where}: {detail}"
+        return Row(workload.name, workload.source, expect, outcome, _ok(expect, False), (), pending_on)
     outcome = f"runs on {len(results) - len(blocked)} of {count(len(results), 'node')}; not on {blocked[0][0].name}: {detail}"
-    return Row(workload.name, workload.source, expect, outcome, None if expect is Expect.MAY else False, runs_on)
+    ok = None if expect is Expect.MAY else False
+    return Row(workload.name, workload.source, expect, outcome, ok, runs_on, pending_on)
 
 
 def _ok(expect: Expect, runs: bool) -> bool | None:

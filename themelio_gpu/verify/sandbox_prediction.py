@@ -58,6 +58,7 @@ def predict(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predi
     workloads = {w.name: w for w in proof.workloads}
     nodes = gpu_nodes(sandbox)
     verdicts: dict[tuple[str, str], dict[str, str]] = {}
+    pending: dict[tuple[str, str], set[str]] = {}
     runtime: dict[tuple[str, str], set[str]] = {}
     for definition, pool in zip(plan.definition.node_pools, proof.pools, strict=True):
         mine = {node: kind for node, (name, kind) in nodes.items() if name == pool.pool.name}
@@ -70,6 +71,8 @@ def predict(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predi
             for node, kind in mine.items():
                 model = _counterpart(pool, node, kind)
                 verdict[node] = "" if model in row.runs_on else row.outcome
+                if model in row.pending_on:
+                    pending.setdefault((row.workload, row.source), set()).add(node)
                 placed = workloads.get(row.workload)
                 if placed is not None and model in unsettled:
                     keys = _runtime_labels(placed, settled[model], unsettled[model], proof.workloads)
@@ -83,6 +86,7 @@ def predict(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predi
             name in in_chart,
             dict(sorted(found.items())),
             tuple(sorted(runtime.get((name, source), ()))),
+            tuple(sorted(pending.get((name, source), ()))),
         )
         for (name, source), found in sorted(verdicts.items())
     ]
