@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from themelio_gpu import interrupts
 from themelio_gpu.cli import synth_main
 
 if __name__ == "__main__":
-    sys.exit(synth_main(sys.argv[1:]))
+    interrupts.leave(synth_main(sys.argv[1:]))

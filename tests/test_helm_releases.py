@@ -203,7 +203,8 @@ def test_cluster_without_dra_installs_only_the_operator_with_its_device_plugin(t
 
     from themelio_gpu.constructs.gpu_cluster_stack import GpuClusterStack
 
-    stack = yaml.safe_load(Testing.synth(GpuClusterStack(Testing.app(), plan)))
+    app = Testing.app(outdir=str(tmp_path / "out"))  # without one, cdktf makes a /tmp/cdktf.outdir.* and leaves it
+    stack = yaml.safe_load(Testing.synth(GpuClusterStack(app, plan)))
     assert list(stack["resource"]["helm_release"]) == ["gpu_operator"]
     assert "kubernetes_manifest" not in stack["resource"]
 

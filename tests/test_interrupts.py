@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -78,3 +80,17 @@ def _command_line(pid: int) -> str:
 def test_a_command_that_ends_gives_its_output_and_status() -> None:
     done = interrupts.run(["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+def test_a_signal_while_the_command_exits_changes_nothing() -> None:
+    """The exit code is the command's once it leaves: a Ctrl-C that arrives while Python exits (here from an
+    atexit handler, as the jsii kernel's stop is one) neither kills it by SIGINT nor prints a traceback."""
+    script = (
+        "import atexit, os, signal\n"
+        "from themelio_gpu import interrupts\n"
+        "interrupts.install()\n"
+        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n"
+        "interrupts.leave(130)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (130, "")

@@ -279,12 +279,12 @@ def test_every_backend_type_synthesizes_one_backend_and_the_same_bytes_anywhere(
         assert not [p for p in machine_paths if p in text], rel
 
 
-def test_kubernetes_backend_gives_other_stacks_a_remote_state_of_itself() -> None:
+def test_kubernetes_backend_gives_other_stacks_a_remote_state_of_itself(tmp_path: Path) -> None:
     from cdktf import TerraformStack, Testing
 
     from themelio_gpu.constructs.kubernetes_backend import KubernetesBackend
 
-    app = Testing.app()
+    app = Testing.app(outdir=str(tmp_path))  # without one, cdktf makes a /tmp/cdktf.outdir.* and leaves it
     backend = KubernetesBackend(TerraformStack(app, "origin"), {"secret_suffix": "origin", "namespace": "tf"})
     reader = TerraformStack(app, "reader")
     backend.get_remote_state_data_source(reader, "origin_state", "origin")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from themelio_gpu import interrupts
 from themelio_gpu.cli import main
 
-sys.exit(main(sys.argv[1:]))
+interrupts.leave(main(sys.argv[1:]))

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -54,6 +55,16 @@ def install() -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
             signal.signal(signum, _raise)
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with `code`, the command's answer: from here a signal changes nothing. Python's exit runs the
+    atexit handlers (the jsii kernel's stop, bounded) and then gives each signal its default action back, so
+    a second Ctrl-C right after the first's one-line message would kill the process by SIGINT (exit -2, not
+    130) or print a traceback from an atexit handler. The three signals are ignored while it exits."""
+    for signum in SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    sys.exit(code)
 
 
 @contextmanager
