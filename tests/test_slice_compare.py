@@ -171,3 +171,44 @@ def test_the_hand_written_whole_gpu_fixtures_are_shaped_as_the_driver_publishes(
         missing = {k: v for k, v in driver.items() if shape.get(k) != v}
         extra = sorted(set(shape) - set(driver) - set(HAND_WRITTEN_EXTRAS))
         assert not missing and not extra, (device["name"], missing, extra)
+
+
+def test_a_class_that_selects_otherwise_only_by_the_mocks_profile_is_shown_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """consumers/notebooks: NVIDIA's L40S profile gives 48 GiB where a real L40S has 46068 MiB, so the capability
+    class "48 GiB or more" selects the mock's L40S devices, which a real L40S would not meet (seen live). Asked with
+    the hardware's memory, it agrees and says why the mock's differ; without the profile's reason it fails."""
+    from themelio_gpu.plan.fleet import load_fleet
+
+    folder = FIXTURES / "fleets" / "consumers"
+    plan = load_fleet(folder / "catalog" / "gpu-catalog.yaml", folder / "stacks").cluster("notebooks")
+    assert plan is not None
+    contracts = {c.name: c for c in plan.pools}
+    slices = []
+    for node in simulated_nodes(plan):
+        contract = contracts.get(node.pool)
+        if contract is None or contract.product.key != "l40s":
+            continue
+        devices = nodes.gpu_devices(node.name, contract.product, contract.gpus_per_node, None)
+        for device in devices:
+            device["capacity"]["memory"]["value"] = "48Gi"  # NVIDIA's L40S profile: 51539607552 bytes
+            device["attributes"].pop(slice_compare.PCIE_ROOT)
+        spec = {"driver": "gpu.nvidia.com", "nodeName": node.name, "pool": {"name": node.name}, "devices": devices}
+        metadata = {"name": node.name, "managedFields": MANAGED_BY_DRIVER}
+        slices.append(
+            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": metadata, "spec": spec}
+        )
+    assert slices
+    classes = [device_class_manifest(c, plan.names) for c in plan.device_classes]
+    rows = {r.offering: r for r in slice_compare.class_selections(plan, slices, classes)}
+    capability = rows["nvidia.com/gpu-48gb"]
+    assert capability.agrees and capability.as_published and not capability.extra
+    assert capability.as_published[0].startswith("would also select 8: notebooks-l40s-inference-0/gpu-0")
+    assert "capacity memory" in capability.differing
+    assert "only by what the profile differs in" in slice_compare.selection_table([capability])
+    assert rows["nvidia.com/l40s"].agrees and not rows["nvidia.com/l40s"].as_published
+
+    monkeypatch.setattr(slice_compare, "KNOWN_FOR_PROFILE", {})
+    unexplained = {r.offering: r for r in slice_compare.class_selections(plan, slices, classes)}
+    assert unexplained["nvidia.com/gpu-48gb"].extra and not unexplained["nvidia.com/gpu-48gb"].agrees

@@ -10,7 +10,10 @@ its PCI bus ID) are made by each side for itself: only their presence and type a
 
 Then each of the stack's DeviceClasses is asked, with the offline CEL evaluator (`dryrun/`, as `match` and `trial`
 use it), which of the driver's devices it selects: every device on the nodes of the pools its offering is placed
-on, and no other.
+on, and no other. A difference listed with its reason is the mock's profile, not the hardware's (NVIDIA's L40S
+profile says 48 GiB; a real L40S has 45): each device is asked as the driver publishes it with those values as the
+hardware has them (the catalog's, the generator's), and a class that selects otherwise only because of them is
+shown with the difference, not failed.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ KNOWN_FOR_PROFILE: Mapping[tuple[str, str], str] = {
     ("h100", "capacity memory"): (
         "NVIDIA's H100 profile gives 80 GiB (85899345920 bytes); a real H100 80GB HBM3 reports 81559 MiB "
         "(nvidia-smi), the catalog's value, which the sandbox's own slices keep"
+    ),
+    ("l40s", "capacity memory"): (
+        "NVIDIA's L40S profile gives 48 GiB (51539607552 bytes); a real L40S reports 46068 MiB (nvidia-smi), the "
+        "catalog's value, which the sandbox's own slices keep"
     ),
 }
 """Differences of one NVIDIA profile's facts from the catalog's (profile name, key) -> why: the profile's, not
@@ -197,6 +204,11 @@ class ClassSelection:
     extra: list[str] = field(default_factory=list)
     """Devices it selects on nodes of other pools."""
     error: str = ""
+    as_published: list[str] = field(default_factory=list)
+    """How it selects otherwise as the driver publishes the devices, only because of differences of the mock's
+    profile listed with their reason (`would also select 8: node/device, ...`): shown, not failed."""
+    differing: list[str] = field(default_factory=list)
+    """The explained differences of those devices (`capacity memory`)."""
 
     @property
     def agrees(self) -> bool:
@@ -207,11 +219,14 @@ def class_selections(
     plan: ClusterPlan, slices: Sequence[Mapping[str, Any]], classes: Sequence[Mapping[str, Any]]
 ) -> list[ClassSelection]:
     """Each of the stack's DeviceClasses (as the API server holds it) asked which driver-published devices it
-    selects; expected: every one on the nodes of its offering's pools, none elsewhere."""
+    selects; expected: every one on the nodes of its offering's pools, none elsewhere. Asked of the devices with
+    the explained differences as the hardware has them (`_as_the_hardware_has_it`)."""
     driver_slices = [s for s in slices if s["spec"].get("driver") == DRA_DRIVER and publisher(s) == "driver"]
     if not driver_slices:
         return []
-    devices = parse_resourceslices(json.dumps({"apiVersion": "v1", "kind": "List", "items": driver_slices}))
+    corrected, explained = _as_the_hardware_has_it(plan, driver_slices)
+    published = parse_resourceslices(json.dumps({"apiVersion": "v1", "kind": "List", "items": driver_slices}))
+    devices = parse_resourceslices(json.dumps({"apiVersion": "v1", "kind": "List", "items": corrected}))
     pools = {node.name: node.pool for node in simulated_nodes(plan)}
     served = {c["metadata"]["name"]: c for c in classes}
     rows = []
@@ -223,6 +238,7 @@ def class_selections(
         row = ClassSelection(spec.name, spec.offering, len(expected), 0)
         try:
             selected = {_key(d) for d in devices if _selects(served[spec.name], d)}
+            as_published = {_key(d) for d in published if _selects(served[spec.name], d)}
         except CelError as error:
             row.error = str(error)
             rows.append(row)
@@ -230,8 +246,58 @@ def class_selections(
         row.selected = len(selected & expected)
         row.missed = sorted(expected - selected)
         row.extra = sorted(selected - expected)
+        for what, keys in (
+            ("would also select", as_published - selected),
+            ("would miss", selected - as_published),
+        ):
+            if keys:
+                shown = ", ".join(sorted(keys)[:3]) + (", ..." if len(keys) > 3 else "")
+                row.as_published.append(f"{what} {len(keys)}: {shown}")
+        row.differing = sorted({k for key in selected ^ as_published for k in explained[key]})
         rows.append(row)
     return rows
+
+
+def _as_the_hardware_has_it(
+    plan: ClusterPlan, driver_slices: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """The driver's slices with each difference listed with its reason set to the generator's value (the
+    catalog's, the hardware's), and `node/device` -> the keys set so."""
+    contracts = {c.name: c for c in plan.pools}
+    pools = {node.name: node.pool for node in simulated_nodes(plan)}
+    corrected: list[dict[str, Any]] = []
+    explained: dict[str, list[str]] = {}
+    for item in driver_slices:
+        node = item["spec"].get("nodeName")
+        contract = contracts.get(pools.get(node, ""))
+        profile = profile_for(contract.product) if contract is not None else None
+        if contract is None or profile is None:
+            corrected.append(dict(item))
+            continue
+        generated = {d["name"]: d for d in gpu_devices(node, contract.product, contract.gpus_per_node, None)}
+        devices = []
+        for device in item["spec"].get("devices") or []:
+            counterpart = generated.get(device["name"])
+            keys = [
+                key
+                for key, _ours, _theirs in (
+                    device_differences(counterpart, device, profile) if counterpart else []
+                )
+                if _reason(key, profile)
+            ]
+            device = json.loads(json.dumps(device))
+            for key in keys:
+                section, name = key.split(" ", 1)
+                section = "attributes" if section == "attribute" else "capacity"
+                value = (counterpart or {}).get(section, {}).get(name)
+                if value is None:
+                    device.get(section, {}).pop(name, None)
+                else:
+                    device.setdefault(section, {})[name] = value
+            explained[f"{node}/{device['name']}"] = keys
+            devices.append(device)
+        corrected.append({**item, "spec": {**item["spec"], "devices": devices}})
+    return corrected, explained
 
 
 def _key(device: Device) -> str:
@@ -275,5 +341,8 @@ def selection_table(rows: Sequence[ClassSelection]) -> str:
             ([f"misses {', '.join(row.missed[:3])}"] if row.missed else [])
             + ([f"selects {', '.join(row.extra[:3])}"] if row.extra else [])
         ))  # fmt: skip
+        if row.as_published:
+            verdict += f"; as the mock publishes its devices it {'; '.join(row.as_published)}, only by what the "
+            verdict += f"profile differs in ({', '.join(row.differing)}: listed above)"
         lines.append((row.name, row.offering, f"{row.selected} of {row.expected}", str(len(row.extra)), verdict))
     return table(lines, pad_last=False)
