@@ -530,6 +530,27 @@ def test_daemonsets_are_compared_with_verifys_prediction_and_an_unpredicted_one_
     )
 
 
+def test_an_operand_named_at_runtime_is_compared_with_verifys_pattern_of_its_name() -> None:
+    """The NVIDIADriver's DaemonSet: verify writes `nvidia-gpu-driver-<os>-<hash>`, NVIDIA's controller names it by
+    the nodes' OS and a hash of its spec (seen in the sandbox: nvidia-gpu-driver-ubuntu24.04-667fdb5f4b). Another
+    name, or another namespace, is not that operand."""
+    from themelio_gpu.sandbox.daemonsets import UNKNOWN, Predicted, rows_of
+
+    def daemonset(namespace: str, name: str) -> dict[str, Any]:
+        return {"metadata": {"namespace": namespace, "name": name, "uid": name, "generation": 1}}
+
+    pod = {
+        "metadata": {"ownerReferences": [{"uid": "nvidia-gpu-driver-ubuntu24.04-667fdb5f4b"}]},
+        "spec": {"nodeName": "a"},
+    }
+    driver = Predicted("ns", "nvidia-gpu-driver-<os>-<hash>", "NVIDIADriver default", False, {"a": ""})
+    (row,) = rows_of([daemonset("ns", "nvidia-gpu-driver-ubuntu24.04-667fdb5f4b")], [pod], [driver], {"a"}, "")
+    assert row.agrees and row.real == ["a"] and row.source == "NVIDIADriver default"
+    for namespace, name in (("ns", "nvidia-vgpu-driver-ubuntu24.04-667fdb5f4b"), ("other", row.name)):
+        rows = {r.name: r for r in rows_of([daemonset(namespace, name)], [], [driver], {"a"}, "")}
+        assert rows[name].note == UNKNOWN and not rows[driver.name].agrees  # the operand's row: not created
+
+
 def test_pending_daemonset_pods_agree_only_where_verify_predicts_their_claims_stop_them() -> None:
     """GPUCluster mode on a MIG pool: the DaemonSet controller creates the DRA validator's pod (it checks selectors
     and taints, not claims) and the scheduler never binds it (no whole GPU there). Seen on gpu-next of the example

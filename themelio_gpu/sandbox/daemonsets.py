@@ -17,6 +17,7 @@ answer (`real` None: model only) and the reason.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -168,7 +169,7 @@ def rows_of(
     for daemonset in daemonsets:
         key = (daemonset["metadata"]["namespace"], daemonset["metadata"]["name"])
         bound, pending = bound_nodes(daemonset, pods)
-        prediction = by_name.pop(key, None)
+        prediction = by_name.pop(key, None) or _by_pattern(by_name, key)
         model = sorted(n for n, why in prediction.nodes.items() if not why) if prediction else []
         note = UNKNOWN if prediction is None else ""
         if prediction is not None and prediction.runtime_labels:
@@ -188,6 +189,22 @@ def rows_of(
         note = "" if created_here else MODEL_ONLY.format(operator_absent)
         rows.append(DaemonSetRow(prediction.namespace, prediction.name, prediction.source, real, model, note=note))
     return sorted(rows, key=lambda r: (r.real is None, r.namespace, r.name))
+
+
+PLACEHOLDERS = {"<os>": r"[a-z0-9.]+", "<hash>": r"[a-z0-9]+"}
+"""What verify writes for the parts of an operand's name the operator makes at runtime (the NVIDIADriver's
+DaemonSet `nvidia-gpu-driver-<os>-<hash>`: the nodes' OS as NFD labels it, a hash of its spec)."""
+
+
+def _by_pattern(by_name: dict[tuple[str, str], Predicted], key: tuple[str, str]) -> Predicted | None:
+    """The prediction whose name, its placeholders filled in, is the DaemonSet's (taken from `by_name`)."""
+    for namespace, name in by_name:
+        if namespace != key[0] or "<" not in name:
+            continue
+        pattern = "".join(PLACEHOLDERS.get(part, re.escape(part)) for part in re.split(r"(<[a-z]+>)", name))
+        if re.fullmatch(pattern, key[1]):
+            return by_name.pop((namespace, name))
+    return None
 
 
 def _nodes_text(names: list[str]) -> str:
