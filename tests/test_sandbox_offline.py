@@ -90,7 +90,7 @@ def test_static_nodes_are_named_and_carry_nothing_of_the_contract_before_the_sta
     labels = nodes[0].manifest["metadata"]["labels"]
     assert labels["kubernetes.io/hostname"] == "n-1" and labels["kubernetes.io/os"] == "linux"
     assert not any(k.startswith(("nvidia.com/", "themelio.io/", "gpu.themelio.io/")) for k in labels), labels
-    assert labels["feature.node.kubernetes.io/pci-10de.present"] == "true"  # as NFD's worker finds it
+    assert not any(k.startswith("feature.node.kubernetes.io/") for k in labels)  # NFD's: where its worker runs
     assert "taints" not in nodes[0].manifest["spec"]
     assert "nvidia.com/gpu" not in nodes[0].manifest["status"]["allocatable"]  # a DRA node advertises none
 
@@ -275,3 +275,50 @@ def test_every_port_of_the_control_plane_is_one_the_kernel_hands_out_given_to_kw
     assert config["componentsPatches"][0] == {"name": "kube-apiserver", "extraArgs": [
         {"key": "emulated-version", "value": "1.35"}, {"key": "feature-gates", "value": "DRAExtendedResource=true"}
     ]}  # fmt: skip
+
+
+class _Api:
+    """As much of rest.Rest as the NFD labeller uses: NFD's worker pods, nodes, and the PATCHes it sends."""
+
+    def __init__(self, pods: dict[str, str | None], nodes: dict[str, dict[str, str]]) -> None:
+        self.pods, self.nodes, self.patched = pods, nodes, list[tuple[str, dict[str, str]]]()
+
+    def get(self, where: str) -> dict[str, Any]:
+        if where.startswith("/api/v1/pods?labelSelector="):
+            assert where.endswith("app.kubernetes.io/name%3Dnode-feature-discovery%2Crole%3Dworker")
+            items = [{"metadata": {"name": p}, "spec": {"nodeName": n} if n else {}} for p, n in self.pods.items()]
+            return {"items": items}
+        name = where.rsplit("/", 1)[1]
+        return {"metadata": {"name": name, "labels": self.nodes[name]}}
+
+    def request(self, method: str, where: str, body: Any, content_type: str) -> Any:
+        assert (method, content_type) == ("PATCH", "application/merge-patch+json")
+        assert where.endswith("?fieldManager=themelio-sandbox-nfd")
+        self.patched.append((where.split("?")[0].rsplit("/", 1)[1], body["metadata"]["labels"]))
+        return type("Answer", (), {"status": 200, "message": ""})()
+
+
+def test_nfd_labels_land_only_where_its_worker_pod_is_placed(tmp_path: Path) -> None:
+    """A GPU node gets NFD's PCI, OS and kernel labels once NFD's worker pod is bound to it; a node the worker does
+    not reach (a taint it does not tolerate: its pod never comes) gets none; a CPU node its OS and kernel; a node
+    Karpenter launched is a GPU node; each node is labelled once."""
+    from themelio_gpu.sandbox.components import nfd_worker
+    from themelio_gpu.sandbox.nodes import NFD_GPU_NODE, NFD_PCI_LABEL
+
+    (tmp_path / "nfd").mkdir()
+    (tmp_path / "nfd" / "gpu-nodes.json").write_text('["gpu-a", "gpu-b"]')
+    nodes = {"gpu-a": {}, "gpu-b": {}, "cpu": {}, "launched": {"karpenter.sh/nodepool": "p"}}
+    api = _Api({"w-1": "gpu-a", "w-2": "cpu", "w-3": None, "w-4": "launched"}, nodes)
+    done: set[str] = set()
+    said = nfd_worker.label_once(api, tmp_path, done)  # type: ignore[arg-type]
+    assert dict(api.patched) == {
+        "gpu-a": NFD_GPU_NODE,
+        "cpu": {k: v for k, v in NFD_GPU_NODE.items() if k != NFD_PCI_LABEL},
+        "launched": NFD_GPU_NODE,
+    }
+    assert len(said) == 3 and done == {"gpu-a", "cpu", "launched"}
+    api.patched.clear()
+    assert nfd_worker.label_once(api, tmp_path, done) == [] and api.patched == []  # type: ignore[arg-type]
+    api.pods["w-3"] = "gpu-b"  # bound by the scheduler since
+    nfd_worker.label_once(api, tmp_path, done)  # type: ignore[arg-type]
+    assert api.patched == [("gpu-b", NFD_GPU_NODE)]

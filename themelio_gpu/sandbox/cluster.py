@@ -35,7 +35,7 @@ from themelio_gpu.sandbox.folder import Sandbox as Sandbox
 from themelio_gpu.sandbox.folder import create_all as create_all
 from themelio_gpu.sandbox.folder import kubectl as kubectl
 from themelio_gpu.sandbox.folder import sandboxes_root as sandboxes_root
-from themelio_gpu.sandbox.nodes import NFD_SAID, simulated_nodes
+from themelio_gpu.sandbox.nodes import simulated_nodes
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.words import count
@@ -156,8 +156,6 @@ def _bring_up(
     ports = control_plane.start(toolbox, sandbox, binaries, args, port=port, say=say)
     nodes = simulated_nodes(plan)
     _register(toolbox, sandbox, nodes)
-    if any(n.pool for n in nodes):
-        say(f"sandbox: {NFD_SAID}")
     kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
     started = components.start(components.Context(plan, sandbox, toolbox, charts, say))
     state = {

@@ -19,6 +19,7 @@ import yaml
 from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan
 from themelio_gpu.sandbox.cluster import KUBECTL, Sandbox
+from themelio_gpu.sandbox.components.nfd_worker import MANAGER as NFD_MANAGER
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.tools import Toolbox
 
@@ -120,25 +121,31 @@ def kept_with_what_they_own(items: list[dict[str, Any]], kept: set[str]) -> set[
         kept |= owned
 
 
-OPERATOR_MANAGER = "gpu-operator"
-"""The GPU Operator's field manager. The node labels it writes stay when it is uninstalled: with no ClusterPolicy
-or GPUCluster left it skips node labeling (controllers/nodelabeling_controller.go), and nothing else removes them,
-on a real cluster as here."""
+LABELS_LEFT_BY_DESIGN = {
+    "gpu-operator": "the GPU Operator's",
+    NFD_MANAGER: "NFD's, as the sandbox writes them where its worker runs",
+}
+"""Field managers whose node labels stay when the stack is uninstalled -> whose they are, as `down` says it. The
+GPU Operator's: with no ClusterPolicy or GPUCluster left it skips node labeling
+(controllers/nodelabeling_controller.go), and nothing else removes them, on a real cluster as here. NFD's: its
+master removes a node's labels only with the NodeFeature objects its worker wrote, which an uninstall leaves
+unless NFD's prune job runs (components/nfd_worker.py writes them here)."""
 
 
-def operator_labels(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, set[str]]:
-    """node -> the label keys the GPU Operator's controller wrote last."""
+def labels_by_design(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, dict[str, str]]:
+    """node -> label key -> whose it is, for the labels a manager of LABELS_LEFT_BY_DESIGN wrote last."""
     kubectl = [str(toolbox.binary(*KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
     result = interrupts.run([*kubectl, "get", "nodes", "-o", "json", "--show-managed-fields"])
     if result.returncode != 0:
         raise SandboxError(f"kubectl get nodes: {result.stderr.strip()}")
-    found: dict[str, set[str]] = {}
+    found: dict[str, dict[str, str]] = {}
     for node in json.loads(result.stdout)["items"]:
         for entry in node["metadata"].get("managedFields") or []:
-            if entry.get("manager") == OPERATOR_MANAGER:
+            whose = LABELS_LEFT_BY_DESIGN.get(entry.get("manager", ""))
+            if whose is not None:
                 labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
-                found.setdefault(node["metadata"]["name"], set()).update(
-                    k[2:] for k in labels if k.startswith("f:")
+                found.setdefault(node["metadata"]["name"], {}).update(
+                    {k[2:]: whose for k in labels if k.startswith("f:")}
                 )
     return found
 
@@ -207,7 +214,7 @@ def leftovers(
 ) -> tuple[list[str], list[str]]:
     """What is in the API after destroy that was not there before apply, and node labels or taints that differ
     from before apply; apart, what is left by design (`kept`: what Helm keeps; what that owns; the GPU
-    Operator's node labels). Namespaces and the objects another owns (a DaemonSet's ControllerRevisions, a
+    Operator's and NFD's node labels). Namespaces and the objects another owns (a DaemonSet's ControllerRevisions, a
     Service's EndpointSlices) are given `wait` seconds to be removed by the namespace and garbage collectors."""
     baseline = json.loads((sandbox.folder / "baseline.json").read_text())
     before = set(baseline["objects"])
@@ -223,16 +230,14 @@ def leftovers(
         time.sleep(1)
     lines = [e for e in extra if e not in by_design]
     left_by_design = [e for e in extra if e in by_design]
-    operator = operator_labels(sandbox, toolbox)
+    designed = labels_by_design(sandbox, toolbox)
     for node, now_node in node_contract(sandbox, toolbox).items():
         then = baseline["nodes"].get(node, {"labels": {}, "taints": []})
         for key in sorted(set(now_node["labels"]) | set(then["labels"])):
             if now_node["labels"].get(key) != then["labels"].get(key):
                 line = f"Node/{node}: label {key}={now_node['labels'].get(key)} (before apply: {then['labels'].get(key)})"
-                by_operator = key in operator.get(node, set())
-                (left_by_design if by_operator else lines).append(
-                    line + (" (the GPU Operator's)" if by_operator else "")
-                )
+                whose = designed.get(node, {}).get(key)
+                (left_by_design if whose else lines).append(line + (f" ({whose})" if whose else ""))
         if now_node["taints"] != then["taints"]:
             lines.append(f"Node/{node}: taints {now_node['taints']} (before apply: {then['taints']})")
     return lines, left_by_design

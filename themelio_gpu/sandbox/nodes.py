@@ -46,8 +46,9 @@ without schedulable control-plane nodes that controller stays Pending unless its
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
 OS_ID, OS_VERSION, KERNEL = "ubuntu", "24.04", "6.8.0"
 """What every simulated node runs (its nodeInfo says so too)."""
+NFD_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
 NFD_GPU_NODE = {
-    "feature.node.kubernetes.io/pci-10de.present": "true",
+    NFD_PCI_LABEL: "true",
     "feature.node.kubernetes.io/system-os_release.ID": OS_ID,
     "feature.node.kubernetes.io/system-os_release.VERSION_ID": OS_VERSION,
     "feature.node.kubernetes.io/system-os_release.VERSION_ID.major": "24",  # OS_VERSION's, as NFD splits it
@@ -56,12 +57,8 @@ NFD_GPU_NODE = {
 }
 """What NFD's worker labels a GPU node with: its NVIDIA PCI device (vendor 10de), which the DRA driver's kubelet
 plugin selects on, and its OS (`system` source) and kernel (`kernel` source), without which the GPU Operator's
-controller stops ("failed to retrieve GPU node OS info"). NFD's worker is placed here but runs nothing: it cannot
-read the PCI devices and os-release of a simulated node, so the sandbox sets what it would find (`up` says so)."""
-NFD_SAID = (
-    "NFD's labels (feature.node.kubernetes.io/pci-10de.present, the OS and kernel) are the sandbox's on every GPU "
-    "node: NFD's worker is placed but cannot read a simulated node's PCI devices or os-release"
-)
+controller stops ("failed to retrieve GPU node OS info"). Nodes register without them: the sandbox writes them
+where NFD's worker pod is placed (components/nfd_worker.py), as the worker would."""
 PROVISIONED_NODES = 2
 """Nodes the sandbox registers for each provisioned pool (the cluster file does not say how many)."""
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
@@ -272,7 +269,7 @@ def model_nodes(plan: ClusterPlan) -> list[SimulatedNode]:
     for pool in plan.definition.node_pools:
         contract = contracts[pool.name]
         for name, kind in _names(pool, plan.name):
-            labels: dict[str, str] = dict(NFD_GPU_NODE)
+            labels: dict[str, str] = {}
             taints: list[dict[str, str]] = []
             if kind == "provisioned":
                 labels, taints = {**labels, **contract.labels}, _taints(contract)

@@ -189,11 +189,13 @@ def _destroy(args: argparse.Namespace, sandbox: cluster.Sandbox, plan: ClusterPl
     if kept:
         objects = [k for k in kept if not k.startswith("Node/")]
         labels = (
-            f"; {len(kept) - len(objects)} node labels the GPU Operator set" if len(kept) > len(objects) else ""
+            f"; {len(kept) - len(objects)} node labels the GPU Operator and NFD set"
+            if len(kept) > len(objects)
+            else ""
         )
         _say(f"sandbox: left after uninstall by design (what Helm keeps: its charts' CRDs, the namespaces it "
-             f"created, objects marked helm.sh/resource-policy: keep, and what those own; the GPU Operator's node "
-             f"labels; docs/sandbox.md): {count(len(objects), 'object')}: {', '.join(objects)}{labels}")  # fmt: skip
+             f"created, objects marked helm.sh/resource-policy: keep, and what those own; the GPU Operator's and NFD's "
+             f"node labels; docs/sandbox.md): {count(len(objects), 'object')}: {', '.join(objects)}{labels}")  # fmt: skip
     _say(f"sandbox: {len(left)} object(s) the stack created are left after destroy{':' if left else ''}")
     for line in left:
         _say(f"  {line}")

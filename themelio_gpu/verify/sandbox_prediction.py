@@ -8,7 +8,8 @@ model: a static node is itself; a provisioned pool's nodes are alike, as verify'
 node (the one the probe had Karpenter launch, recorded as the pool's) is the model's node of the pool's first
 instance and capacity type.
 
-NFD's worker runs nothing in the sandbox: the sandbox sets NFD's labels itself (`nodes.NFD_GPU_NODE`). Where the
+NFD's worker runs nothing in the sandbox: where its pod is placed, the sandbox writes the labels it would
+(`nodes.NFD_GPU_NODE`, components/nfd_worker.py), so a node has them where verify's settles NFD's. Where the
 sandbox runs NVIDIA's GPU Operator controller (its state says so), the controller sets its own labels
 (`nvidia.com/gpu.present`, the `nvidia.com/gpu.deploy.*` state labels), but not `nvidia.com/gpu.deploy.mig-manager`,
 which it adds only where GPU Feature Discovery's container, which does not run here, found a MIG-capable GPU.
@@ -33,7 +34,7 @@ from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.verify.proof import PoolProof, blockers, pool_nodes, prove_cluster
 from themelio_gpu.verify.render import render_release
 from themelio_gpu.verify.validation import ValidationResult
-from themelio_gpu.verify.workloads import Workload, chart_workloads
+from themelio_gpu.verify.workloads import NFD_LABEL_PREFIX, Workload, chart_workloads
 
 
 def _by_operator(key: str) -> bool:
@@ -48,10 +49,12 @@ def _counterpart(pool: PoolProof, node: str, kind: str) -> str:
 
 
 def _as_the_sandbox_labels(unsettled: Node, settled: Node, operator_runs: bool) -> Node:
-    """The model's node before NFD and the operator label it, with the NFD labels the sandbox sets itself, and
-    the operator's own where NVIDIA's controller runs in the sandbox and labels the node itself."""
+    """The model's node before NFD and the operator label it, with the NFD labels the sandbox writes where NFD's
+    worker runs (where verify's settled node has NFD's), and the operator's own where NVIDIA's controller runs in
+    the sandbox and labels the node itself."""
+    nfd = NFD_GPU_NODE if any(k.startswith(NFD_LABEL_PREFIX) for k in settled.labels) else {}
     by_operator = {k: v for k, v in settled.labels.items() if _by_operator(k)} if operator_runs else {}
-    return Node(unsettled.name, {**unsettled.labels, **NFD_GPU_NODE, **by_operator}, unsettled.taints)
+    return Node(unsettled.name, {**unsettled.labels, **nfd, **by_operator}, unsettled.taints)
 
 
 def predict(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox) -> list[Predicted]:

@@ -18,12 +18,14 @@ from themelio_gpu.sandbox.components.dra_kubelet_plugin import DraKubeletPlugin
 from themelio_gpu.sandbox.components.gpu_operator import GpuOperator
 from themelio_gpu.sandbox.components.karpenter import Karpenter
 from themelio_gpu.sandbox.components.kueue import Kueue
+from themelio_gpu.sandbox.components.nfd_worker import NfdWorker
 from themelio_gpu.sandbox.supervisor import Supervisor
 
 __all__ = ["COMPONENTS", "Component", "Context", "start", "stop", "tools", "wanted"]
 
 COMPONENTS: tuple[Component, ...] = (
     ChartRepository(),
+    NfdWorker(),
     Karpenter(),
     Kueue(),
     DraKubeletPlugin(),

@@ -1,11 +1,7 @@
-"""The sandbox's slice writer for the nodes Karpenter launches: as soon as such a node registers, it gets what
-the node's own programs would give it on a real cluster, here where none runs.
-
-- NFD's label of an NVIDIA PCI device (`feature.node.kubernetes.io/pci-10de.present`), which NFD's worker would
-  find (the DRA driver's kubelet plugin selects on it), as the sandbox sets it on every node it registers;
-- on a DRA pool, the node's ResourceSlice as the NVIDIA DRA driver's kubelet plugin publishes it
-  (nodes.gpu_slices: its pool's GPUs or MIG devices), owned by the node as the kubelet's are, so that it goes
-  with the node when Karpenter removes it.
+"""The sandbox's slice writer for the nodes Karpenter launches: as soon as such a node of a DRA pool registers, it
+gets its ResourceSlice as the NVIDIA DRA driver's kubelet plugin publishes it (nodes.gpu_slices: its pool's GPUs
+or MIG devices), owned by the node as the kubelet's are, so that it goes with the node when Karpenter removes it.
+NFD's labels come as on every node, where NFD's worker is placed (nfd_worker.py).
 
 Run by the Karpenter component as a process of the sandbox (`karpenter.slices`):
 `python -m themelio_gpu.sandbox.components.karpenter_slices <sandbox folder>`. It reads `karpenter/pools.json`
@@ -25,7 +21,7 @@ from typing import Any
 from themelio_gpu.inputs.catalog.products import GpuProduct
 from themelio_gpu.k8s.nvidia import DRA_DRIVER
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.nodes import NFD_GPU_NODE, gpu_devices, resource_slice
+from themelio_gpu.sandbox.nodes import gpu_devices, resource_slice
 from themelio_gpu.sandbox.rest import Rest, path
 
 POLL = 0.2
@@ -57,7 +53,7 @@ def owned_slice(node: dict[str, Any], pool: dict[str, Any]) -> dict[str, Any]:
 
 
 def publish_once(api: Rest, pools: dict[str, dict[str, Any]], done: set[str]) -> list[str]:
-    """Label and publish every registered node of a Karpenter pool not done yet; returns what was done, a line
+    """Publish the slices of every registered node of a Karpenter pool not done yet; returns what was done, a line
     a node."""
     listed = api.get(path("Node") + f"?labelSelector={NODEPOOL_LABEL}")
     now = []
@@ -66,14 +62,12 @@ def publish_once(api: Rest, pools: dict[str, dict[str, Any]], done: set[str]) ->
         pool = pools.get(labels.get(NODEPOOL_LABEL, ""))
         if pool is None or name in done:
             continue
-        if any(labels.get(k) != v for k, v in NFD_GPU_NODE.items()):
-            api.patch("Node", None, name, {"metadata": {"labels": NFD_GPU_NODE}})
         if pool["dra"]:
             refused = api.create(owned_slice(node, pool))
             if refused is not None and "already exists" not in refused:
                 raise SandboxError(f"the ResourceSlice of {name}: {refused}")
         done.add(name)
-        now.append(f"{name}: labelled" + (f", its {DRA_DRIVER} ResourceSlice published" if pool["dra"] else ""))
+        now.append(f"{name}: registered" + (f", its {DRA_DRIVER} ResourceSlice published" if pool["dra"] else ""))
     return now
 
 
