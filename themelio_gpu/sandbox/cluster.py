@@ -158,6 +158,9 @@ def _bring_up(
     _register(toolbox, sandbox, nodes)
     kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
     started = components.start(components.Context(plan, sandbox, toolbox, charts, say))
+    if started["componentSeconds"]:
+        spent = ", ".join(f"{n} {a:.1f} + {b:.1f} s" for n, (a, b) in started["componentSeconds"].items())
+        say(f"sandbox: components started and ready: {spent}")
     state = {
         **started,
         "cluster": plan.name,

@@ -9,6 +9,7 @@ is), started by `up` for the clusters that need them and stopped by `down`, in t
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from themelio_gpu.plan.model import ClusterPlan
@@ -44,14 +45,21 @@ def tools(plan: ClusterPlan) -> set[str]:
 
 
 def start(context: Context) -> dict[str, Any]:
-    """Start the cluster's components in order, then wait for each to be ready; returns their state."""
+    """Start the cluster's components in order, then wait for each to be ready; returns their state, with
+    `componentSeconds`: each one's seconds to start and then to be ready (where a sandbox's `up` goes)."""
     state: dict[str, dict[str, Any]] = {}
+    seconds: dict[str, list[float]] = {}
     running = wanted(context.plan)
     for component in running:
+        mark = time.monotonic()
         state[component.name] = component.start(context)
+        seconds[component.name] = [round(time.monotonic() - mark, 1)]
     for component in running:
+        mark = time.monotonic()
         component.ready(context, state[component.name])
-    return {key: value for entries in state.values() for key, value in entries.items()}
+        seconds[component.name].append(round(time.monotonic() - mark, 1))
+    merged = {key: value for entries in state.values() for key, value in entries.items()}
+    return {**merged, "componentSeconds": seconds}
 
 
 def stop(supervisor: Supervisor) -> None:
