@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures day-two probe-mutations setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
+.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures day-two probe-mutations teardown-kills setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -48,6 +48,11 @@ test: lint node_modules/.synced
 # slice of them): each breaks one thing on a real sandbox and must fail exactly its own rows. docs/sandbox.md.
 probe-mutations: .venv/.synced
 	THEMELIO_EVERY_MUTATION=1 $(VENV)/pytest -q tests/test_probe_mutations.py
+
+# Issue 43's measure of teardown: 20 kill -9 tries at random moments of up, apply, probe and check --jobs, each
+# followed by down, which must leave no process and no folder (`make test` runs 10 of them). docs/sandbox.md.
+teardown-kills: .venv/.synced
+	THEMELIO_EVERY_KILL=1 $(VENV)/pytest -q -s tests/test_sandbox_teardown.py -k kill_9_at_a_random_moment
 
 # The tests that follow your fleet (catalog/ and stacks/): its reviewed snapshots, contract files and schemas.
 # Seconds, where `make test` (the tool's own tests too) takes minutes: the README's edit loop runs this.
