@@ -19,7 +19,7 @@ def test_each_cluster_runs_its_operators_build_and_plugins_on_whole_gpu_dra_node
     plan = plan_of(fleet_of(tmp_path, cluster()), "test")
     assert operator_tools() == {"v26.7.0": "gpu-operator-26.7", "v26.3.3": "gpu-operator-26.3"}
     assert [type(c).__name__ for c in components.wanted(plan)] == [
-        "ChartRepository", "Kueue", "DraKubeletPlugin", "GpuOperator"
+        "ChartRepository", "NfdWorker", "Kueue", "DraKubeletPlugin", "GpuOperator"
     ]  # fmt: skip
     version = next(r.version for r in plan.releases if r.chart == "gpu-operator")
     assert GpuOperator().tools_for(plan) == (operator_tools()[version],)
