@@ -28,13 +28,14 @@ _READS = frozenset({"open", "os.listdir", "os.scandir"})
 
 
 def checkout_paths(root: Path, skip: Iterable[Path] = ()) -> set[str]:
-    """Every file and folder under `root` as a relative POSIX path, without the tools' caches and `skip`."""
+    """Every file and folder under `root` as a relative POSIX path, without the tools' caches and `skip` (folders
+    and files)."""
     skipped = {Path(p).absolute() for p in skip}
     found: set[str] = set()
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in TOOL_CACHES and Path(folder, d) not in skipped]
         base = Path(folder).relative_to(root)
-        found.update((base / name).as_posix() for name in (*dirs, *files))
+        found.update((base / name).as_posix() for name in (*dirs, *files) if Path(folder, name) not in skipped)
     return found
 
 

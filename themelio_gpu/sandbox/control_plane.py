@@ -27,11 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.folder import KUBECTL, Sandbox
+from themelio_gpu.sandbox.folder import KUBECTL, Sandbox, kubectl
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox
 
 NAME = "control-plane"
+NODE_LEASES = "kube-node-lease"
+"""The namespace of the nodes' leases (kwok holds them for the nodes it manages)."""
 """The supervisor's name of its processes: `control-plane.kwokctl`, `control-plane.<binary>`."""
 PORTS = (
     "kubeApiserverPort",
@@ -210,12 +212,20 @@ def restart(toolbox: Toolbox, sandbox: Sandbox, edit: Callable[[Path], None]) ->
     """Stop the control plane, let `edit` change kwokctl's saved configuration (its path given), and start it
     again on the same etcd data folder and ports (a Kubernetes upgrade, upgrade.py). `kwokctl stop cluster`
     lets every component end on its own (etcd writes its data), then whatever is left is stopped by its
-    recorded identity; `kwokctl start cluster` runs as the supervisor's, and what it starts is adopted."""
+    recorded identity; `kwokctl start cluster` runs as the supervisor's, and what it starts is adopted.
+
+    kwok stands in for every node's kubelet, and a kwok that starts takes an identity of its own: it manages a
+    node only once it holds the node's lease, which the kwok before it held for 200 s after its last renewal.
+    A node's kubelet keeps running through a control plane's upgrade; here its stand-in is stopped first and its
+    nodes' leases deleted, so the next kwok takes them at once (else pods were neither started nor removed for
+    up to 200 s after an upgrade: a destroy then waited 150 s for the GPU Operator's pods to go)."""
     supervisor = Supervisor(sandbox.folder)
     env = dict(os.environ, KWOK_WORKDIR=str(sandbox.kwok_workdir))
     env["PATH"] = f"{toolbox.binary(*KUBECTL).parent}{os.pathsep}{env.get('PATH', '')}"
     log = sandbox.folder / "logs" / "kwokctl.log"
     kwokctl = str(toolbox.binary("kwok", "kwokctl"))
+    supervisor.stop(supervisor.processes(f"{NAME}.kwok-controller"), grace=GRACE)
+    kubectl(toolbox, sandbox, "delete", "leases", "--all", "--namespace", NODE_LEASES)
     supervisor.run(f"{NAME}.kwokctl", [kwokctl, "stop", "cluster", "--name", sandbox.kwok_name], log=log, env=env)
     stop(sandbox)
     for name in _ended(sandbox):  # kwokctl takes a pid that answers signal 0 for running, a zombie's too
