@@ -269,3 +269,24 @@ def test_every_port_of_the_control_plane_is_one_the_kernel_hands_out_given_to_kw
     assert config["componentsPatches"][0] == {"name": "kube-apiserver", "extraArgs": [
         {"key": "emulated-version", "value": "1.35"}, {"key": "feature-gates", "value": "DRAExtendedResource=true"}
     ]}  # fmt: skip
+
+
+def test_a_pid_file_kwokctl_is_still_writing_is_no_component_that_ended(tmp_path: Path) -> None:
+    """kwokctl creates a component's pid file and then writes the number: read in between, the file is empty. The
+    start that polls for ended components must not take it for one (it stopped a good start: "kwokctl exit
+    None"); a pid that is gone, or a zombie's, is one."""
+    import os
+    import subprocess
+    import sys
+
+    from themelio_gpu.sandbox import control_plane
+    from themelio_gpu.sandbox.folder import Sandbox
+
+    sandbox = Sandbox("pids", root=tmp_path)
+    pids = control_plane._workdir(sandbox) / "pids"
+    pids.mkdir(parents=True)
+    (pids / "etcd.pid").write_text("")
+    (pids / "kube-apiserver.pid").write_text(f"{os.getpid()}\n")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (pids / "kube-scheduler.pid").write_text(gone.stdout)
+    assert control_plane._ended(sandbox) == ["kube-scheduler"]
