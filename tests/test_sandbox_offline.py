@@ -322,3 +322,24 @@ def test_nfd_labels_land_only_where_its_worker_pod_is_placed(tmp_path: Path) -> 
     api.pods["w-3"] = "gpu-b"  # bound by the scheduler since
     nfd_worker.label_once(api, tmp_path, done)  # type: ignore[arg-type]
     assert api.patched == [("gpu-b", NFD_GPU_NODE)]
+
+
+def test_a_pid_file_kwokctl_is_still_writing_is_no_component_that_ended(tmp_path: Path) -> None:
+    """kwokctl creates a component's pid file and then writes the number: read in between, the file is empty. The
+    start that polls for ended components must not take it for one (it stopped a good start: "kwokctl exit
+    None"); a pid that is gone, or a zombie's, is one."""
+    import os
+    import subprocess
+    import sys
+
+    from themelio_gpu.sandbox import control_plane
+    from themelio_gpu.sandbox.folder import Sandbox
+
+    sandbox = Sandbox("pids", root=tmp_path)
+    pids = control_plane._workdir(sandbox) / "pids"
+    pids.mkdir(parents=True)
+    (pids / "etcd.pid").write_text("")
+    (pids / "kube-apiserver.pid").write_text(f"{os.getpid()}\n")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (pids / "kube-scheduler.pid").write_text(gone.stdout)
+    assert control_plane._ended(sandbox) == ["kube-scheduler"]

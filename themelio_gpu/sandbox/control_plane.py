@@ -109,13 +109,19 @@ def _lost_ports(sandbox: Sandbox) -> list[str]:
 
 
 def _ended(sandbox: Sandbox) -> list[str]:
-    """The components kwokctl started (a pid file) that are no longer running."""
+    """The components kwokctl started (a pid file) that are no longer running. A pid file without a number yet
+    is one kwokctl is writing (it is empty for a moment): not a component that ended (taken for one, it stopped a
+    start that was going well: "kwokctl exit None", seen once in CI)."""
     pids = _workdir(sandbox) / "pids"
     ended = []
     for pid_file in sorted(pids.glob("*.pid")) if pids.is_dir() else []:
         try:
-            running = Path(f"/proc/{int(pid_file.read_text().strip())}/stat").read_text()
+            pid = int(pid_file.read_text().strip())
         except (OSError, ValueError):
+            continue
+        try:
+            running = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
             running = ""
         if not running or running.rsplit(")", 1)[1].split()[0] in "ZX":
             ended.append(pid_file.stem)
