@@ -32,9 +32,9 @@ from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox
 
 NAME = "control-plane"
+"""The supervisor's name of its processes: `control-plane.kwokctl`, `control-plane.<binary>`."""
 NODE_LEASES = "kube-node-lease"
 """The namespace of the nodes' leases (kwok holds them for the nodes it manages)."""
-"""The supervisor's name of its processes: `control-plane.kwokctl`, `control-plane.<binary>`."""
 PORTS = (
     "kubeApiserverPort",
     "etcdPort",
