@@ -279,3 +279,17 @@ def test_validate_warns_on_a_karpenter_pool_serving_its_gpus_only_through_dra(tm
     ]
     assert "Keep warm nodes in it, or serve it through the device plugin (dra: false)" in warned[0][1]
     assert karpenter_dra_pools(fixture("example", "gpu-east").definition) == []  # no Karpenter pool
+
+
+def test_kueue_starts_only_where_the_probe_will_run() -> None:
+    """Nothing a stack applies needs Kueue: `sandbox run` and `check` without --probe leave it out (and its tool);
+    `sandbox up` starts it for a `sandbox probe` to come."""
+    from themelio_gpu.sandbox import components
+
+    plan = fixture("example", "gpu-east")
+    assert "Kueue" in [type(c).__name__ for c in components.wanted(plan)]
+    assert "Kueue" not in [type(c).__name__ for c in components.wanted(plan, probe=False)]
+    assert "kueue" in components.tools(plan) and "kueue" not in components.tools(plan, probe=False)
+    assert [c for c in components.COMPONENTS if c.probe_only] == [
+        c for c in components.COMPONENTS if c.name == "kueue"
+    ]

@@ -53,11 +53,12 @@ EXIT_OK, EXIT_FAILED = exits.OK, exits.FAILED
 UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
 
 
-def _needed(plans: Sequence[ClusterPlan], runner: str | None) -> Toolbox:
-    """The tools these clusters' sandboxes need: the control plane at each one's version, their components';
-    to deploy, HashiCorp's providers the stacks pin (and OpenTofu with --with tofu)."""
+def _needed(plans: Sequence[ClusterPlan], runner: str | None, probe: bool = True) -> Toolbox:
+    """The tools these clusters' sandboxes need: the control plane at each one's version, their components'
+    (without `probe`, not those only the probe asks of); to deploy, HashiCorp's providers the stacks pin (and
+    OpenTofu with --with tofu)."""
     needed = {*UP_TOOLS, *(cluster.kubernetes_tool(p.definition) for p in plans)}
-    needed |= {tool for plan in plans for tool in components.tools(plan)}
+    needed |= {tool for plan in plans for tool in components.tools(plan, probe)}
     if runner is not None:
         needed |= providers.provider_tools()
         if runner == "tofu":
@@ -92,7 +93,10 @@ def _start(plan: ClusterPlan, tools: Toolbox, args: argparse.Namespace) -> None:
     )
     if substitutes:
         _say(f"sandbox: {plan.name}: {substitutes}")
-    sandbox = cluster.up(plan, tools, chart_cache(args.charts), port=args.port, keep=args.keep, say=_say)
+    probing = getattr(args, "probe", True)  # `up` starts every component: a `sandbox probe` may follow
+    sandbox = cluster.up(
+        plan, tools, chart_cache(args.charts), port=args.port, keep=args.keep, say=_say, probe=probing
+    )
     try:
         with _working_on(sandbox):
             inventory.record_baseline(sandbox, tools)
@@ -215,7 +219,7 @@ def _run(args: argparse.Namespace, plan: ClusterPlan | None = None, tools: Toolb
 def _run_steps(args: argparse.Namespace, plan: ClusterPlan | None, tools: Toolbox | None, out: TextIO) -> int:
     parallel.follow_parent()
     plan = plan or _plan_of(args)
-    tools = tools or _needed([plan], args.runner)
+    tools = tools or _needed([plan], args.runner, args.probe)
     figures: dict[str, Any] = {"cluster": plan.name, "runner": args.runner}
     started = time.monotonic()
     _start(plan, tools, args)
@@ -289,7 +293,7 @@ def _check(args: argparse.Namespace) -> int:
         folder = f"fleet-{number}" if len(fleets) > 1 else None
         runs += [parallel.Run(plan.name, paths.catalog, paths.stacks_dir, folder) for plan, _ in chosen]
         plans += [plan for plan, _ in chosen]
-    tools = _needed(plans, args.runner)
+    tools = _needed(plans, args.runner, args.probe)
     results: list[tuple[str, int, float]] = []
     if args.jobs > 1 and len(runs) > 1:
         results = parallel.run_all(runs, args, args.jobs)

@@ -25,13 +25,15 @@ from themelio_gpu.sandbox.tools import Toolbox
 class Context:
     """What a component starts from: the cluster's plan, its sandbox (folder, kubeconfig; the control plane
     is up and every node registered), the built tools (the component's `tools` among them), the chart cache,
-    and `say` for one line to the user."""
+    `say` for one line to the user, and whether the probe will run."""
 
     plan: ClusterPlan
     sandbox: Sandbox
     toolbox: Toolbox
     charts: Path
     say: Callable[[str], None]
+    probe: bool = True
+    """The probe will run: the components only it asks of start too (`Component.probe_only`)."""
 
     @property
     def supervisor(self) -> Supervisor:
@@ -52,6 +54,9 @@ class Component(Protocol):
     """Its processes' names start with it; lowercase words and dashes."""
     tools: tuple[str, ...]
     """The tools.toml names of what it runs (`sandbox up` requires them built)."""
+    probe_only: bool = False
+    """Only the probe asks anything of it (nothing the stack applies needs it): `sandbox run` and `check`
+    without --probe do not start it. `sandbox up` starts it, for a `sandbox probe` to come."""
 
     def wanted(self, plan: ClusterPlan) -> bool:
         """Whether this cluster's sandbox runs it."""

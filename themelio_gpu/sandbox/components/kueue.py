@@ -137,6 +137,7 @@ class Kueue(Component):
 
     name = "kueue"
     tools = ("kueue", "helm")
+    probe_only = True  # the stacks apply nothing of Kueue's: its queues are the consumers' files
 
     def wanted(self, plan: ClusterPlan) -> bool:
         return admits_anything(plan)
