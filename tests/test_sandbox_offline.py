@@ -250,6 +250,14 @@ def test_daemonset_pods_count_as_placed_once_the_controller_has_caught_up_and_bo
     assert not settled([daemonset], [pod("a")])  # the controller has not made the second
     behind = {**daemonset, "status": {"observedGeneration": 1, "desiredNumberScheduled": 2}}
     assert not settled([behind], [pod("a"), pod("b")])  # the controller has not seen the spec yet
+    refused = {**pod(None), "status": {"conditions": [_unschedulable]}}
+    assert settled([daemonset], [pod("a"), refused], refused=True)  # the scheduler's answer: no node for it
+    assert not settled([daemonset], [pod("a"), refused])  # unless the wait asks for every pod bound
+    assert not settled([daemonset], [pod("a"), pod(None)], refused=True)  # the scheduler has not tried it yet
+    assert not settled([daemonset], [refused], refused=True)  # the controller has not made the second
+
+
+_unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
 
 
 def test_every_port_of_the_control_plane_is_one_the_kernel_hands_out_given_to_kwokctl(tmp_path: Path) -> None:

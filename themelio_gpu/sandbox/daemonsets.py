@@ -32,6 +32,9 @@ from themelio_gpu.sandbox.tools import Toolbox
 from themelio_gpu.tables import table
 
 WAIT_SECONDS = 60.0
+QUIET_SECONDS = 12.0
+"""How long pods the scheduler found no node for must stay so before that is its answer: longer than its longest
+backoff (podMaxBackoffSeconds, 10 s by default), so a pod it would try again has been tried again."""
 MODEL_ONLY = "created by the GPU Operator's controller, which does not run here ({}): verify's prediction only"
 UNKNOWN = "verify renders no such DaemonSet from the cluster's charts"
 RUNTIME = (
@@ -122,35 +125,67 @@ def gpu_nodes(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
 
 
 def bound_nodes(daemonset: Mapping[str, Any], pods: list[dict[str, Any]]) -> tuple[list[str], int]:
-    uid = daemonset["metadata"]["uid"]
-    owned = [p for p in pods if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
-    nodes = sorted(str(p["spec"]["nodeName"]) for p in owned if p.get("spec", {}).get("nodeName"))
+    owned = _owned(daemonset, pods)
+    nodes = sorted(str(p["spec"]["nodeName"]) for p in owned if _bound(p))
     return nodes, len(owned) - len(nodes)
 
 
-def settled(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> bool:
-    """Every DaemonSet's controller has caught up with its spec and every pod it wants is bound."""
+def settled(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]], refused: bool = False) -> bool:
+    """Every DaemonSet's controller has caught up with its spec and made every pod it wants, and each is bound
+    (with `refused`: bound, or one the scheduler found no node for: PodScheduled False, Unschedulable)."""
     for daemonset in daemonsets:
         status = daemonset.get("status") or {}
         if status.get("observedGeneration", 0) < daemonset["metadata"].get("generation", 0):
             return False
         nodes, pending = bound_nodes(daemonset, pods)
-        if pending or len(nodes) != status.get("desiredNumberScheduled", 0):
+        if len(nodes) + pending != status.get("desiredNumberScheduled", 0):
+            return False
+        if pending and not (refused and all(_unschedulable(p) for p in _owned(daemonset, pods) if not _bound(p))):
             return False
     return True
+
+
+def _owned(daemonset: Mapping[str, Any], pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    uid = daemonset["metadata"]["uid"]
+    return [p for p in pods if any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or [])]
+
+
+def _bound(pod: Mapping[str, Any]) -> bool:
+    return bool(pod.get("spec", {}).get("nodeName"))
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+        for c in conditions
+    )
+
+
+def _placement(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[tuple[str, list[str], int]]:
+    """What changes while the controller and the scheduler work: each DaemonSet's bound nodes and pending pods."""
+    return [(d["metadata"]["uid"], *bound_nodes(d, pods)) for d in daemonsets]
 
 
 def compare(
     toolbox: Toolbox, sandbox: Sandbox, predicted: list[Predicted], operator_absent: str = "not started"
 ) -> list[DaemonSetRow]:
-    """Each DaemonSet's bound nodes beside verify's, once the controller has settled (or the wait ends).
+    """Each DaemonSet's bound nodes beside verify's, once the controller and the scheduler have settled: every
+    pod bound, or those left refused by the scheduler and nothing changed for QUIET_SECONDS (or the wait ends).
     `operator_absent`: why NVIDIA's controller does not run here; empty: it runs, and its operands are compared."""
     api = Rest(sandbox.kubeconfig)
     deadline = time.monotonic() + WAIT_SECONDS
+    last: list[tuple[str, list[str], int]] = []
+    quiet_since = time.monotonic()
     while True:
         daemonsets = api.items("DaemonSet")
         pods = api.items("Pod")
-        if settled(daemonsets, pods) or time.monotonic() > deadline:
+        now = time.monotonic()
+        placement = _placement(daemonsets, pods)
+        if placement != last:
+            last, quiet_since = placement, now
+        quiet = now - quiet_since >= QUIET_SECONDS
+        if settled(daemonsets, pods) or (quiet and settled(daemonsets, pods, refused=True)) or now > deadline:
             break
         time.sleep(0.5)
     return rows_of(daemonsets, pods, predicted, set(gpu_nodes(sandbox)), operator_absent)
