@@ -117,6 +117,29 @@ def test_a_pending_pod_counts_as_refused_by_quota_only_when_the_scheduler_says_q
     assert pod_outcome(_pod(), [], pool_of).kind is Kind.TIMEOUT  # not decided: its own outcome
 
 
+def test_a_claim_refused_on_the_pods_own_charge_is_not_the_schedulers_answer_yet() -> None:
+    """The race seen on the sandbox under load: the claim the scheduler made for `nvidia.com/gpu` refused by
+    `requests.nvidia.com/gpu`, which the pod itself already paid (the quota evaluator had not seen the pod yet);
+    its next try is admitted. A refusal by a key the pod does not pay for is the answer."""
+    from themelio_gpu.sandbox.outcomes import refused_on_its_own_charge
+
+    own = (
+        'running PreBind plugin "DynamicResources": resourceclaims "p-extended-resources-x" is forbidden: '
+        "exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=1, "
+        "limited: requests.nvidia.com/gpu=1"
+    )
+    pod = _pod(condition=own)
+    pod["spec"]["containers"] = [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    assert refused_on_its_own_charge(pod)
+    assert not refused_on_its_own_charge({**pod, "spec": {**pod["spec"], "nodeName": "n"}})  # bound
+    other = own.replace("requests.nvidia.com/gpu", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices")
+    assert not refused_on_its_own_charge({**pod, "status": _pod(condition=other)["status"]})
+    placement = "0/7 nodes are available: 3 node(s) had untolerated taint {nvidia.com/gpu: }."
+    assert not refused_on_its_own_charge({**pod, "status": _pod(condition=placement)["status"]})
+    pod["spec"]["containers"] = [{"name": "c", "resources": {"limits": {"nvidia.com/a100": "1"}}}]
+    assert not refused_on_its_own_charge(pod)  # asked by another name: the claim's charge is its own
+
+
 def test_a_timeout_or_an_unparsed_reason_never_agrees_and_keys_and_pools_must_match() -> None:
     expected_pending = no_fit("no pool")
     assert Outcome(Kind.PLACEMENT_PENDING, reason="0/7 nodes are available").agrees_with(expected_pending)

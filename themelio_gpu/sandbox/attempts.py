@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from themelio_gpu.sandbox.cluster import Sandbox
-from themelio_gpu.sandbox.outcomes import decided
+from themelio_gpu.sandbox.outcomes import decided, refused_on_its_own_charge
 from themelio_gpu.sandbox.placement import Ask
 from themelio_gpu.sandbox.rest import Rest
 
@@ -71,14 +71,16 @@ def claim_object(name: str, namespace: str, device_class: str, count: int = 1) -
 def wait_decided(
     api: Rest, namespace: str, names: Iterable[str], seconds: float = WAIT_SECONDS
 ) -> dict[str, dict[str, Any]]:
-    """The named pods once the scheduler has decided each (bound, or PodScheduled False), or as they are when
-    the wait ends (an undecided pod is a timeout for its row, never a Pending one)."""
+    """The named pods once the scheduler has decided each (bound, or PodScheduled False; a claim refused on the
+    pod's own charge is not its answer yet: outcomes.refused_on_its_own_charge), or as they are when the wait
+    ends (an undecided pod is a timeout for its row, never a Pending one)."""
     wanted = set(names)
     deadline = time.monotonic() + seconds
     while True:
         pods = {p["metadata"]["name"]: p for p in api.items("Pod", namespace)}
         mine = {name: pods[name] for name in wanted if name in pods}
-        if (len(mine) == len(wanted) and all(decided(p) for p in mine.values())) or time.monotonic() > deadline:
+        answered = all(decided(p) and not refused_on_its_own_charge(p) for p in mine.values())
+        if (len(mine) == len(wanted) and answered) or time.monotonic() > deadline:
             return mine
         time.sleep(0.1)
 

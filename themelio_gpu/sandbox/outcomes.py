@@ -97,6 +97,34 @@ def decided(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "PodScheduled" and c.get("status") == "False" for c in _conditions(pod))
 
 
+def refused_on_its_own_charge(pod: dict[str, Any]) -> bool:
+    """Pending because quota refused the claim the scheduler made for the pod's extended resource, by keys the
+    pod itself is charged for (`requests.<name>` of a name it asks for): not yet the scheduler's answer. The
+    quota evaluator charges that claim only what the pod is not already charged (kube-apiserver's
+    pkg/quota/v1/evaluator/core/resource_claims.go, addExtendedResourceQuota), reading the pod from its
+    informer's cache; when the cache has not seen the pod yet, the claim is charged in full and refused, and the
+    scheduler's next try (within its backoff) is admitted. Seen on the sandbox under load: a pod refused so,
+    then bound."""
+    if pod.get("spec", {}).get("nodeName"):
+        return False
+    words = [
+        c.get("message", "")
+        for c in _conditions(pod)
+        if c["type"] == "PodScheduled" and c.get("status") == "False"
+    ]
+    parsed = next((found for found in map(parse_exceeded, words) if found is not None), None)
+    if parsed is None:
+        return False
+    containers = [*pod.get("spec", {}).get("initContainers", []), *pod.get("spec", {}).get("containers", [])]
+    own = {
+        f"requests.{name}"
+        for container in containers
+        for field in ("requests", "limits")
+        for name in (container.get("resources", {}).get(field) or {})
+    }
+    return set(parsed[1]) <= own
+
+
 def _conditions(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return list(pod.get("status", {}).get("conditions") or [])
 
