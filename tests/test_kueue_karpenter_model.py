@@ -288,8 +288,8 @@ def test_kueue_starts_only_where_the_probe_will_run() -> None:
 
     plan = fixture("example", "gpu-east")
     assert "Kueue" in [type(c).__name__ for c in components.wanted(plan)]
-    assert "Kueue" not in [type(c).__name__ for c in components.wanted(plan, probe=False)]
-    assert "kueue" in components.tools(plan) and "kueue" not in components.tools(plan, probe=False)
+    assert "Kueue" not in [type(c).__name__ for c in components.wanted(plan, probe_components=False)]
+    assert "kueue" in components.tools(plan) and "kueue" not in components.tools(plan, probe_components=False)
     assert [c for c in components.COMPONENTS if c.probe_only] == [
         c for c in components.COMPONENTS if c.name == "kueue"
     ]

@@ -69,7 +69,7 @@ def test_up_registers_every_node_and_gpu_on_the_real_api_server_and_down_leaves_
     tools: Toolbox, sandboxes: Path, tmp_path: Path
 ) -> None:
     plan = _plan(tmp_path, DRA_CLUSTER)
-    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None)
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None, probe_components=False)
     try:
         version = json.loads(
             subprocess.run(
@@ -170,7 +170,7 @@ def test_after_the_control_plane_restarts_kwok_manages_every_node_at_once(
     from themelio_gpu.sandbox import control_plane
 
     plan = _plan(tmp_path, DRA_CLUSTER)
-    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None)
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None, probe_components=False)
     try:
 
         def holders() -> set[str]:
@@ -226,7 +226,7 @@ def test_an_old_kubernetes_without_the_gate_drops_extended_resource_name_as_vali
         import dataclasses
 
         variant = dataclasses.replace(plan, definition=definition)
-        sandbox = sandbox_cluster.up(variant, tools, charts(tmp_path), say=lambda _: None)
+        sandbox = sandbox_cluster.up(variant, tools, charts(tmp_path), say=lambda _: None, probe_components=False)
         try:
             subprocess.run(
                 [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig), "create",
@@ -337,7 +337,7 @@ def test_the_real_scheduler_places_every_offering_where_the_model_says(
         unavailable(str(error))
     catalog, stacks = write_fleet(tmp_path, [DRA_CLUSTER])
     plan = plan_of(fleet_of(tmp_path, DRA_CLUSTER), "live")
-    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None)
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None, probe_components=False)
     try:
         steps = deploy.execute("apply", "terraform", plan, sandbox, tools, catalog, stacks)
         assert [s.code for s in steps] == [0, 0, 0], steps[-1].output[-3000:]

@@ -78,10 +78,14 @@ def test_down_of_one_sandbox_leaves_a_sandbox_whose_name_starts_the_same_untouch
 ) -> None:
     east, east2 = ({**PROVISIONED_ONLY, "name": name} for name in ("gpu-east", "gpu-east-2"))
     fleet = fleet_of(tmp_path, east, east2)
-    first = sandbox_cluster.up(plan_of(fleet, "gpu-east"), tools, charts(tmp_path), say=lambda _: None)
+    first = sandbox_cluster.up(
+        plan_of(fleet, "gpu-east"), tools, charts(tmp_path), say=lambda _: None, probe_components=False
+    )
     user = None
     try:
-        second = sandbox_cluster.up(plan_of(fleet, "gpu-east-2"), tools, charts(tmp_path), say=lambda _: None)
+        second = sandbox_cluster.up(
+            plan_of(fleet, "gpu-east-2"), tools, charts(tmp_path), say=lambda _: None, probe_components=False
+        )
         # The user's own command on the sandbox: its command line names the sandbox's folder and kubeconfig.
         user = subprocess.Popen(
             ["sh", "-c", "sleep 120", str(first.kubeconfig)],
@@ -125,7 +129,7 @@ def test_a_port_another_process_takes_before_its_component_binds_it_starts_the_c
     said: list[str] = []
     plan = plan_of(fleet_of(tmp_path, PROVISIONED_ONLY), "live")
     try:
-        sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=said.append)
+        sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=said.append, probe_components=False)
         try:
             ports = sandbox.state()["controlPlanePorts"]
             assert len(chosen) == 2 and ports == dict(zip(control_plane.PORTS, chosen[1], strict=True))
@@ -161,7 +165,7 @@ def test_a_component_that_ends_while_the_control_plane_starts_is_started_again(
     monkeypatch.setattr(control_plane, "_ended", ended)
     said: list[str] = []
     plan = plan_of(fleet_of(tmp_path, PROVISIONED_ONLY), "live")
-    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=said.append)
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=said.append, probe_components=False)
     try:
         assert killed
         assert (

@@ -96,10 +96,10 @@ def up(
     port: int | None = None,
     keep: bool = False,
     say: Callable[[str], None] = print,
-    probe: bool = True,
+    probe_components: bool = True,
 ) -> Sandbox:
-    """Start the control plane, register every node and publish every GPU, start the cluster's components (with
-    `probe` False, not those only the probe asks of); on any failure, leave nothing."""
+    """Start the control plane, register every node and publish every GPU, start the cluster's components (without
+    `probe_components`, not those only the probe asks of); on any failure, leave nothing."""
     sandbox = Sandbox(plan.name)
     if sandbox.folder.exists():
         left = "is up already" if sandbox.exists() else "was left by a command that did not finish"
@@ -120,7 +120,7 @@ def up(
         raise SandboxUsageError(f"another `sandbox up {plan.name}` is starting it ({sandbox.folder})") from None
     with Supervisor(sandbox.folder).command():  # recorded until its teardown is done too
         try:
-            summary = _bring_up(plan, toolbox, charts, sandbox, port, say, probe)
+            summary = _bring_up(plan, toolbox, charts, sandbox, port, say, probe_components)
         except BaseException as error:
             if keep and not isinstance(error, interrupts.Interrupted):
                 say(f"sandbox: kept for a look (--keep): {sandbox.folder}; `sandbox down {plan.name}` removes it")
@@ -140,7 +140,7 @@ def _bring_up(
     sandbox: Sandbox,
     port: int | None,
     say: Callable[[str], None],
-    probe: bool,
+    probe_components: bool,
 ) -> str:
     """The control plane, the nodes and their GPUs, the components, the state; returns what is up, in words."""
     args = feature_gate_args(plan.definition)
@@ -159,7 +159,7 @@ def _bring_up(
     nodes = simulated_nodes(plan)
     _register(toolbox, sandbox, nodes)
     kubectl(toolbox, sandbox, "wait", "--for=condition=Ready", "--timeout=120s", "node", "--all")
-    started = components.start(components.Context(plan, sandbox, toolbox, charts, say, probe))
+    started = components.start(components.Context(plan, sandbox, toolbox, charts, say, probe_components))
     if started["componentSeconds"]:
         spent = ", ".join(f"{n} {a:.1f} + {b:.1f} s" for n, (a, b) in started["componentSeconds"].items())
         say(f"sandbox: components started and ready: {spent}")

@@ -53,12 +53,12 @@ EXIT_OK, EXIT_FAILED = exits.OK, exits.FAILED
 UP_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
 
 
-def _needed(plans: Sequence[ClusterPlan], runner: str | None, probe: bool = True) -> Toolbox:
+def _needed(plans: Sequence[ClusterPlan], runner: str | None, probe_components: bool = True) -> Toolbox:
     """The tools these clusters' sandboxes need: the control plane at each one's version, their components'
-    (without `probe`, not those only the probe asks of); to deploy, HashiCorp's providers the stacks pin (and
+    (without `probe_components`, not those only the probe asks of); to deploy, HashiCorp's providers the stacks pin (and
     OpenTofu with --with tofu)."""
     needed = {*UP_TOOLS, *(cluster.kubernetes_tool(p.definition) for p in plans)}
-    needed |= {tool for plan in plans for tool in components.tools(plan, probe)}
+    needed |= {tool for plan in plans for tool in components.tools(plan, probe_components)}
     if runner is not None:
         needed |= providers.provider_tools()
         if runner == "tofu":
@@ -95,7 +95,7 @@ def _start(plan: ClusterPlan, tools: Toolbox, args: argparse.Namespace) -> None:
         _say(f"sandbox: {plan.name}: {substitutes}")
     probing = getattr(args, "probe", True)  # `up` starts every component: a `sandbox probe` may follow
     sandbox = cluster.up(
-        plan, tools, chart_cache(args.charts), port=args.port, keep=args.keep, say=_say, probe=probing
+        plan, tools, chart_cache(args.charts), port=args.port, keep=args.keep, say=_say, probe_components=probing
     )
     try:
         with _working_on(sandbox):

@@ -1,8 +1,8 @@
 """The components of the sandbox: programs run beside the control plane, each one module (base.py says what one
 is), started by `up` for the clusters that need them and stopped by `down`, in the order of COMPONENTS.
 
-- `COMPONENTS`: the ordered registry; `wanted(plan, probe)`: the ones a cluster runs (`probe`: the probe
-  will run, so the components only it asks of start too); `tools(plan, probe)`: their tools.
+- `COMPONENTS`: the ordered registry; `wanted(plan, probe_components)`: the ones a cluster runs (without
+  `probe_components`, not those only the probe asks of); `tools(plan, probe_components)`: their tools.
 - `start(context)`: starts each wanted component in order, then waits until each is ready; returns the state
   they keep (merged into `sandbox.json`). A failure raises; the caller's teardown stops what started.
 - `stop(supervisor)`: stops every component, wanted or not, in reverse order (`down` knows no plan).
@@ -36,13 +36,13 @@ COMPONENTS: tuple[Component, ...] = (
 """Every component, in the order they start."""
 
 
-def wanted(plan: ClusterPlan, probe: bool = True) -> list[Component]:
-    return [c for c in COMPONENTS if c.wanted(plan) and (probe or not c.probe_only)]
+def wanted(plan: ClusterPlan, probe_components: bool = True) -> list[Component]:
+    return [c for c in COMPONENTS if c.wanted(plan) and (probe_components or not c.probe_only)]
 
 
-def tools(plan: ClusterPlan, probe: bool = True) -> set[str]:
+def tools(plan: ClusterPlan, probe_components: bool = True) -> set[str]:
     """The tools.toml names the cluster's components need."""
-    return {tool for component in wanted(plan, probe) for tool in component.tools_for(plan)}
+    return {tool for component in wanted(plan, probe_components) for tool in component.tools_for(plan)}
 
 
 def start(context: Context) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def start(context: Context) -> dict[str, Any]:
     `componentSeconds`: each one's seconds to start and then to be ready (where a sandbox's `up` goes)."""
     state: dict[str, dict[str, Any]] = {}
     seconds: dict[str, list[float]] = {}
-    running = wanted(context.plan, context.probe)
+    running = wanted(context.plan, context.probe_components)
     for component in running:
         mark = time.monotonic()
         state[component.name] = component.start(context)

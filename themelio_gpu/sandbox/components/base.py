@@ -25,15 +25,15 @@ from themelio_gpu.sandbox.tools import Toolbox
 class Context:
     """What a component starts from: the cluster's plan, its sandbox (folder, kubeconfig; the control plane
     is up and every node registered), the built tools (the component's `tools` among them), the chart cache,
-    `say` for one line to the user, and whether the probe will run."""
+    `say` for one line to the user, and whether to start the components only the probe asks of."""
 
     plan: ClusterPlan
     sandbox: Sandbox
     toolbox: Toolbox
     charts: Path
     say: Callable[[str], None]
-    probe: bool = True
-    """The probe will run: the components only it asks of start too (`Component.probe_only`)."""
+    probe_components: bool = True
+    """Start the components only the probe asks of (`Component.probe_only`) too."""
 
     @property
     def supervisor(self) -> Supervisor:
