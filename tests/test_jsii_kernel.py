@@ -73,17 +73,22 @@ time.sleep(60)
 """
 
 
-def test_the_kernel_ends_when_the_python_process_is_killed() -> None:
+def test_the_kernel_ends_when_the_python_process_is_killed(tmp_path: Path) -> None:
+    """And the relay removes the temporary folder jsii copied its runtime to, which no handler of the killed
+    process could (node_preload.js)."""
+    env = {**_env_without_preload(), "TMPDIR": str(tmp_path)}
     process = subprocess.Popen(
-        [sys.executable, "-c", KILLED], cwd=ROOT, env=_env_without_preload(), stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", KILLED], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
     )
     assert process.stdout is not None
     process.stdout.readline()
     tree = _descendants(process.pid)
     assert len(tree) == 2  # the relay and the kernel
+    assert list(tmp_path.glob("*/bin/jsii-runtime.js"))  # jsii's copy of its runtime
     process.kill()  # SIGKILL: no exit handler runs
     process.wait(timeout=30)
     assert _gone_within(tree, 1.0) == set()
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -208,9 +208,12 @@ def test_sigkill_during_the_commit_leaves_every_stack_file_old_or_new_and_the_ne
 ) -> None:
     out, old, fleet, new = old_and_new
     catalog, stacks = fleet
+    tmpdir = out.parent / "tmpdir"
+    tmpdir.mkdir()
     killed = subprocess.run(
         [sys.executable, "-c", KILL_DURING_COMMIT, str(catalog), str(stacks), str(out), "5"],
         cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
         capture_output=True,
         text=True,
         check=False,
@@ -229,7 +232,10 @@ def test_sigkill_during_the_commit_leaves_every_stack_file_old_or_new_and_the_ne
 
 
 def test_no_process_outlives_a_killed_synthesis(tmp_path: Path) -> None:
-    process = _main(_fleet(tmp_path, 1), tmp_path / "out")
+    """Nor a temporary folder: jsii's copy of its runtime is removed by its relay (node_preload.js)."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    process = _main(_fleet(tmp_path, 1), tmp_path / "out", env={**os.environ, "TMPDIR": str(tmpdir)})
     assert process.stdout is not None
     _wait_for_line(process.stdout, r"^\[2/")
     tree = _descendants(process.pid)
@@ -237,6 +243,7 @@ def test_no_process_outlives_a_killed_synthesis(tmp_path: Path) -> None:
     process.kill()
     process.communicate(timeout=30)
     assert _gone_within(tree, 1.0) == set()
+    assert list(tmpdir.iterdir()) == []
 
 
 def test_a_rerun_keeps_terraforms_files_in_stack_folders_and_replaces_the_stack(

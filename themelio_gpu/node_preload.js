@@ -14,12 +14,30 @@
 //    class by walking `exports.<submodule>.<Class>`). It knows the index of the pinned bindings of each
 //    engine (cdktf's and CDK Terrain's); any other content is an error naming the file and line, not a
 //    guess. THEMELIO_SPEEDUPS_OFF=lazy-index turns it off (themelio_gpu/speedups.py).
+// 3. A Python process killed outright (SIGKILL: none of its exit handlers runs) leaves the temporary folder jsii
+//    copied its runtime to (jsii/_kernel/providers/process.py, a TemporaryDirectory). The relay, which ends
+//    right after it, removes that folder as it ends when the process that started it is gone (its parent
+//    changed); otherwise Python removes it, as jsii does.
 const crypto = require("crypto");
+const fs = require("fs");
 const Module = require("module");
+const os = require("os");
 const path = require("path");
 
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   process.on(signal, () => {});
+}
+
+if (path.basename(process.argv[1] || "") === "jsii-runtime.js") {
+  const parent = process.ppid;
+  const runtime = path.dirname(path.dirname(process.argv[1])); // <temporary folder>/bin/jsii-runtime.js
+  process.on("exit", () => {
+    const orphaned = process.ppid !== parent;
+    const jsiis = path.dirname(runtime) === path.resolve(os.tmpdir()) && fs.existsSync(path.join(runtime, "lib"));
+    if (orphaned && jsiis) {
+      fs.rmSync(runtime, { recursive: true, force: true });
+    }
+  });
 }
 
 // Per bindings package: where its index lies, and how a line of it names a submodule.
