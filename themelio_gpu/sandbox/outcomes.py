@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from themelio_gpu.k8s.quota import parse_exceeded
+from themelio_gpu.k8s.quota import parse_exceeded, pod_charges
 
 # The scheduler's words when no node fits: its unschedulable message (framework.Diagnosis: "0/7 nodes are
 # available: 3 node(s) had ..."), or a filter plugin's error for every node ('running "DynamicResources" filter
@@ -116,13 +116,13 @@ def refused_on_its_own_charge(pod: dict[str, Any]) -> bool:
     if parsed is None:
         return False
     containers = [*pod.get("spec", {}).get("initContainers", []), *pod.get("spec", {}).get("containers", [])]
-    own = {
-        f"requests.{name}"
+    asked = {
+        name: 1
         for container in containers
         for field in ("requests", "limits")
         for name in (container.get("resources", {}).get(field) or {})
     }
-    return set(parsed[1]) <= own
+    return set(parsed[1]) <= set(pod_charges(asked))
 
 
 def _conditions(pod: dict[str, Any]) -> list[dict[str, Any]]:
