@@ -32,6 +32,7 @@ from tests.requirements import unavailable
 from themelio_gpu.sandbox import cluster as sandbox_cluster
 from themelio_gpu.sandbox import control_plane
 from themelio_gpu.sandbox.errors import MissingToolError
+from themelio_gpu.sandbox.folder import Sandbox
 from themelio_gpu.sandbox.supervisor import Supervisor
 from themelio_gpu.sandbox.tools import Toolbox
 
@@ -288,6 +289,7 @@ def _kill_lane(folder: Path, sandboxes: Path, seed: int) -> list[str]:
             out, err = down.communicate(timeout=600)
             assert down.returncode in (0, 1), out + err  # 1: the stack a killed command half applied left objects
         left, folders = processes_of(sandboxes), list(sandboxes.iterdir()) if sandboxes.exists() else []
+        folders += [s for d in definitions if (s := Sandbox(str(d["name"]), sandboxes).scratch).exists()]
         outcomes.append(
             f"{folder.name} try {number}: {command} {ended}; after down: {len(left)} processes, {len(folders)} "
             f"folders ({time.monotonic() - began:.0f} s)"

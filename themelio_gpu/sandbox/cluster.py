@@ -211,6 +211,7 @@ def teardown(sandbox: Sandbox) -> list[str]:
         supervisor.end_all()
         left = [f"pid {pid}" for pid, _ in supervisor.tagged()]
         shutil.rmtree(sandbox.folder, ignore_errors=True)
+        shutil.rmtree(sandbox.scratch, ignore_errors=True)
         problems = [f"{', '.join(left)} of the sandbox could not be ended"] if left else []
         if sandbox.folder.exists():
             problems.append(f"{sandbox.folder} could not be removed")

@@ -134,8 +134,10 @@ def _environment(
 ) -> dict[str, str]:
     """Terraform's (and `cdktf deploy`'s, whose synthesis gets the same mirror) environment."""
     env = _with_mirror(mirror)
+    sandbox.scratch.mkdir(exist_ok=True)
     env.update(
         HOME=str(sandbox.folder / "home"),
+        TMPDIR=str(sandbox.scratch),
         TF_IN_AUTOMATION="1",
         TF_INPUT="0",
         CHECKPOINT_DISABLE="1",

@@ -8,8 +8,10 @@ plane (supervisor.py, components/) import this one, never cluster.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,14 @@ class Sandbox:
     @property
     def kwok_workdir(self) -> Path:
         return self.folder / "kwok"
+
+    @property
+    def scratch(self) -> Path:
+        """The temporary folder (TMPDIR) of the programs the sandbox runs for a deploy (Terraform and its
+        providers' plugin sockets, the CDKTF CLI): short enough for a unix socket's path, one per sandbox, removed
+        by `down` whatever stopped them (a provider killed with SIGKILL leaves its socket)."""
+        digest = hashlib.sha256(str(self.folder).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir()) / f"themelio-tmp-{digest}"
 
     @property
     def kubeconfig(self) -> Path:
