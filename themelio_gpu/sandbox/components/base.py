@@ -10,6 +10,7 @@ that `down` stops it by the identity it recorded, whatever happened to the comma
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,3 +82,13 @@ class Component(Protocol):
         """Stop its processes (SIGTERM to each one's group, then SIGKILL). Runs at `down` without the plan,
         possibly after a kill -9 of the command that started it, and when nothing of it runs."""
         supervisor.stop(supervisor.processes(self.name))
+
+
+def answers(url: str) -> str:
+    """One GET of a component's URL on loopback (never through a proxy): "" when it answers 200, else why not."""
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with direct.open(url, timeout=5) as answer:
+            return "" if answer.status == 200 else f"HTTP {answer.status}"
+    except OSError as error:
+        return str(error)

@@ -20,13 +20,12 @@ import http.server
 import signal
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from themelio_gpu import interrupts
 from themelio_gpu.plan.model import ClusterPlan, HelmReleaseSpec
-from themelio_gpu.sandbox.components.base import Component, Context
+from themelio_gpu.sandbox.components.base import Component, Context, answers
 from themelio_gpu.sandbox.errors import SandboxError
 
 STARTUP = 20.0
@@ -109,16 +108,10 @@ class ChartRepository(Component):
 
     def ready(self, context: Context, state: dict[str, Any]) -> None:
         url = f"{state['chartRepository']}/index.yaml"
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
         deadline = time.monotonic() + STARTUP
-        while True:
-            try:
-                with direct.open(url, timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError as error:
-                if time.monotonic() > deadline:
-                    raise SandboxError(f"the chart repository does not answer at {url}: {error}") from error
+        while why := answers(url):
+            if time.monotonic() > deadline:
+                raise SandboxError(f"the chart repository does not answer at {url}: {why}")
             time.sleep(0.1)
         context.say(
             f"sandbox: charts {', '.join(state['charts']) or '(none)'} served at {state['chartRepository']}"

@@ -24,13 +24,12 @@ import json
 import os
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from themelio_gpu.inputs.clusters.definition import KarpenterNodes
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.sandbox.components.base import Component, Context
+from themelio_gpu.sandbox.components.base import Component, Context, answers
 from themelio_gpu.sandbox.control_plane import free_ports
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.folder import kubectl
@@ -174,19 +173,15 @@ class Karpenter(Component):
 
     def ready(self, context: Context, state: dict[str, Any]) -> None:
         url = f"http://127.0.0.1:{state['karpenter']['health']}/readyz"
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         deadline = time.monotonic() + STARTUP
         log = Path(state["karpenter"]["log"])
         while True:
             if not all(context.supervisor.running(p) for p in context.supervisor.processes(self.name)):
                 raise SandboxError(f"Karpenter ended while it started ({log}): {log.read_text()[-2000:]}")
-            try:
-                with direct.open(url, timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError as error:
-                if time.monotonic() > deadline:
-                    raise SandboxError(f"Karpenter is not ready at {url} ({log}): {error}") from error
+            if not (why := answers(url)):
+                break
+            if time.monotonic() > deadline:
+                raise SandboxError(f"Karpenter is not ready at {url} ({log}): {why}")
             time.sleep(0.2)
         pools = ", ".join(karpenter_pools(context.plan))
         context.say(

@@ -31,7 +31,6 @@ import base64
 import json
 import os
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ import yaml
 from themelio_gpu import interrupts
 from themelio_gpu.plan.kueue import plan_kueue
 from themelio_gpu.plan.model import ClusterPlan
-from themelio_gpu.sandbox.components.base import Component, Context
+from themelio_gpu.sandbox.components.base import Component, Context, answers
 from themelio_gpu.sandbox.control_plane import free_ports
 from themelio_gpu.sandbox.errors import SandboxError
 from themelio_gpu.sandbox.folder import kubectl
@@ -166,20 +165,16 @@ class Kueue(Component):
     def ready(self, context: Context, state: dict[str, Any]) -> None:
         url = f"http://127.0.0.1:{state['kueue']['health']}/readyz"
         log = Path(state["kueue"]["log"])
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         deadline = time.monotonic() + STARTUP
         api, certs, mounted = Rest(context.sandbox.kubeconfig), context.sandbox.folder / "kueue" / "certs", False
         while True:
             if not all(context.supervisor.running(p) for p in context.supervisor.processes(self.name)):
                 raise SandboxError(f"Kueue ended while it started ({log}): {log.read_text()[-2000:]}")
             mounted = mounted or mount_certificates(api, certs)
-            try:
-                with direct.open(url, timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError as error:
-                if time.monotonic() > deadline:
-                    raise SandboxError(f"Kueue is not ready at {url} ({log}): {error}") from error
+            if not (why := answers(url)):
+                break
+            if time.monotonic() > deadline:
+                raise SandboxError(f"Kueue is not ready at {url} ({log}): {why}")
             time.sleep(0.2)
         # The API server reaches the webhooks: a dry run goes through Kueue's ResourceFlavor webhooks.
         probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "probe"}}
