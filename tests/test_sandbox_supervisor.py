@@ -172,6 +172,54 @@ def test_only_a_process_carrying_the_tag_is_adopted_from_a_pid_file(tmp_path: Pa
             process.wait()
 
 
+def test_a_process_adopted_in_someone_elses_group_is_stopped_alone(tmp_path: Path) -> None:
+    """A pid file may name a process that is not its group's leader: a `sandbox` command run from a shell (or a
+    test) and what it starts share the shell's job. Stopping the adopted process must not signal that group."""
+    supervisor = _supervisor(tmp_path / "east")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    job = subprocess.Popen(["sleep", "60"], process_group=0)  # the user's job: its leader
+    member = subprocess.Popen(["sleep", "60"], env=supervisor.environment(), process_group=job.pid)
+    try:
+        (pids / "etcd.pid").write_text(str(member.pid))
+        [adopted] = supervisor.adopt_pid_files(pids, "control-plane")
+        assert adopted.pgid == job.pid != adopted.pid
+        supervisor.stop([adopted], grace=1.0)
+        assert member.wait(timeout=10) == -signal.SIGTERM
+        assert job.poll() is None, "the group the adopted process was in was signalled"
+    finally:
+        for process in (job, member):
+            process.kill()
+            process.wait()
+
+
+def test_stop_never_signals_the_stopping_command_nor_its_process_group(tmp_path: Path) -> None:
+    """A record naming the command that stops it (a pid file's pid taken since by a `down` carrying the tag) or
+    leading the command's own group: neither the command nor the rest of its group (its user's job) is
+    signalled."""
+    folder = tmp_path / "east"
+    _supervisor(folder)
+    program = f"""
+        import json, subprocess, sys
+        from pathlib import Path
+        from themelio_gpu.sandbox.supervisor import Process, Supervisor, stat
+        supervisor = Supervisor(Path({str(folder)!r}))
+        neighbour = subprocess.Popen(["sleep", "60"])  # in this command's group
+        me = stat(__import__("os").getpid())
+        itself = Process("control-plane.etcd", __import__("os").getpid(), me[1], me[2], ("python",))
+        supervisor.stop([itself], grace=0.5)
+        print(json.dumps({{"neighbour": neighbour.poll()}}), flush=True)
+        neighbour.kill()
+    """
+    command = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(program)], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+        start_new_session=True,  # it leads its group, as a shell's job leader does
+    )  # fmt: skip
+    out, _ = command.communicate(timeout=60)
+    assert command.returncode == 0, f"the command signalled itself: exit {command.returncode}"
+    assert json.loads(out) == {"neighbour": None}
+
+
 def test_down_of_one_sandbox_leaves_a_sandbox_whose_name_starts_the_same(tmp_path: Path) -> None:
     east, east2 = _supervisor(tmp_path / "gpu-east"), _supervisor(tmp_path / "gpu-east-2")
     mine = east.start("server", ["sleep", "60"], log=tmp_path / "east.log")

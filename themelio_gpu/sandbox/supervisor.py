@@ -16,7 +16,9 @@ API (the components build on it; keep it stable):
 Identity, never a name or a path: a record holds the pid and the process's start time (field 22 of
 /proc/<pid>/stat, clock ticks since boot), so a pid the kernel has since given to another process is never taken
 for it. A process group is signalled only while its leader is the recorded process; once the leader is gone, its
-members are signalled one by one, and only those that carry the tag.
+members are signalled one by one, and only those that carry the tag. A recorded process that did not lead its
+group when recorded (adopted from a pid file), or whose group is the group of the command stopping it or of one of
+its ancestors (a user's shell job, a test run), is signalled alone: never the group it happens to be in.
 
 Started gated: the child waits on a pipe and runs its command only once its record is on disk. If the starting
 command dies first (kill -9), the pipe closes and the child exits without running it: no process of the sandbox
@@ -97,6 +99,20 @@ def carries(pid: int, tag: str) -> bool:
 
 def _all_pids() -> list[int]:
     return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _leads_a_group_of_its_own(process: Process) -> bool:
+    """The recorded process led its process group when recorded, and that group is none of the groups of this
+    process and its ancestors. Else its group is someone else's (the `sandbox` command's is its user's shell
+    job; a process adopted from a pid file may sit in any group): it is signalled alone."""
+    if process.is_command or process.pgid != process.pid:
+        return False
+    groups = set()
+    for pid in _ancestors():
+        found = stat(pid)
+        if found is not None:
+            groups.add(found[1])
+    return process.pgid not in groups
 
 
 def _ancestors() -> set[int]:
@@ -284,8 +300,9 @@ class Supervisor:
     # -- stopping ---------------------------------------------------------------------------------------------
 
     def stop(self, processes: Iterable[Process], grace: float = GRACE) -> None:
-        """SIGTERM to each process's group (a command: to it alone), SIGKILL to what is left after `grace`
-        seconds; then their records go. Held against a second Ctrl-C: it runs whole."""
+        """SIGTERM to each process's group (one that leads none of its own: to it alone; never this process or an
+        ancestor), SIGKILL to what is left after `grace` seconds; then their records go. Held against a second
+        Ctrl-C: it runs whole."""
         targets = list(processes)
         with interrupts.deferred():
             _until_gone(lambda signum: self._send(targets, signum), lambda: self._members(targets), grace)
@@ -294,28 +311,29 @@ class Supervisor:
 
     def _send(self, targets: list[Process], signum: int) -> None:
         for process in targets:
-            if not process.is_command and self.running(process):
+            if _leads_a_group_of_its_own(process) and self.running(process):
                 with suppress(ProcessLookupError, PermissionError):
                     os.killpg(process.pgid, signum)  # the leader is the recorded one: the group is its
-        for pid, start in self._members(targets):  # a command; the members of a group whose leader is gone
+        for pid, start in self._members(targets):  # one alone; the members of a group whose leader is gone
             _signal(pid, start, signum)
 
     def _members(self, targets: list[Process]) -> list[tuple[int, int]]:
-        """(pid, start time) of every live process of the targets: a command itself; a process's group while
-        its leader is the recorded process, else the members of that group that carry the tag. (A pid number
-        is not given to a new process while a process group of that number exists.)"""
+        """(pid, start time) of every live process of the targets: one that is not a group's leader of its own
+        (a command, an adopted process) itself; a process's group while its leader is the recorded process, else
+        the members of that group that carry the tag. (A pid number is not given to a new process while a process
+        group of that number exists.)"""
         tag = self.tag()
+        own = _ancestors()
         groups: dict[int, bool] = {}  # pgid: its leader is the recorded process, running
         found: list[tuple[int, int]] = []
         for process in targets:
-            if process.is_command:
-                if self.running(process):
+            if not _leads_a_group_of_its_own(process):
+                if self.running(process) and process.pid not in own:
                     found.append((process.pid, process.start))
             elif self._group_is_ours(process):
                 groups[process.pgid] = self.running(process)
         if not groups:
             return found
-        own = _ancestors()
         for pid in _all_pids():
             info = stat(pid)
             if info is None or info[1] not in groups or pid in own:
@@ -365,7 +383,7 @@ class Supervisor:
             _until_gone(lambda _: self._send(others, signal.SIGKILL), lambda: self._members(others), grace)
             for process in others:
                 self._forget(process)
-            kept = {p.pgid for p in self.processes() if not p.is_command and self._group_is_ours(p)}
+            kept = {p.pgid for p in self.processes() if _leads_a_group_of_its_own(p) and self._group_is_ours(p)}
             self._end_tagged(grace, outside=kept)
 
     def end_all(self, grace: float = GRACE) -> None:
