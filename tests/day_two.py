@@ -57,6 +57,8 @@ class Expected:
     """The Kubernetes version the control plane emulates afterwards (a version scenario restarts it)."""
     crds: str | None = None
     """What every CRD of the GPU Operator's chart must read back as."""
+    operator: str | None = None
+    """The version of NVIDIA's operator controller running after the apply (the build the new image names)."""
     nodes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per node: `labels` (key: value, None for absent) and `taints` (the `key=value:effect` list, exactly)."""
     catalog_without: tuple[str, ...] = ()
@@ -150,7 +152,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "gpu-operator-26.7",
         "the GPU Operator chart 26.3.3 -> 26.7.0, its CRDs upgraded",
         ((STACK_FILE, "  version: v26.3.3", "  version: v26.7.0"),),
-        Expected(plan={OPERATOR: "update", DRA: "update"}, crds="the chart's (v26.7.0)"),
+        Expected(plan={OPERATOR: "update", DRA: "update"}, crds="the chart's (v26.7.0)", operator="v26.7.0"),
         ci=False,
     ),
     Scenario(
@@ -412,6 +414,11 @@ def disagreements(report: Mapping[str, Any], expected: Expected) -> list[str]:
         found.append(f"the control plane emulates {emulates}, expected {expected.emulates}")
     if expected.crds is not None and set(report.get("crds", {}).values()) != {expected.crds}:
         found.append(f"CRDs {report.get('crds')}, expected each {expected.crds}")
+    running = report.get("operator", {}).get("running")
+    if expected.operator is not None and running != expected.operator:
+        found.append(
+            f"NVIDIA's operator controller running after the apply: {running}, expected {expected.operator}"
+        )
     return found
 
 

@@ -22,7 +22,10 @@ from themelio_gpu.sandbox.supervisor import stat
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 
 CONTROL_PLANE_TOOLS = ("kubernetes-1.36", "etcd", "kwok", "helm")
-NVIDIA_TOOLS = ("dra-driver-25.12", "mock-nvml", "gpu-operator-26.7", "gpu-operator-26.3")
+NVIDIA_TOOLS = (
+    "dra-driver-25.12", "mock-nvml", "gpu-operator-26.7", "gpu-operator-26.3", "gpu-operator-crds-26.7",
+    "gpu-operator-crds-26.3",
+)  # fmt: skip
 """What a DRA cluster's sandbox runs beside the control plane: NVIDIA's DRA driver on the mock NVML, the GPU
 Operator's controller (components/)."""
 

@@ -11,7 +11,7 @@ from tests.builders import cluster, fleet_of, plan_of
 from themelio_gpu.sandbox import components, inventory
 from themelio_gpu.sandbox.components import operator_launcher
 from themelio_gpu.sandbox.components.dra_kubelet_plugin import DraKubeletPlugin, published_nodes, sockets_folder
-from themelio_gpu.sandbox.components.gpu_operator import GpuOperator, operator_tools
+from themelio_gpu.sandbox.components.gpu_operator import GpuOperator, manage_crds_tools, operator_tools
 from themelio_gpu.sandbox.operator_status import OperatorStatus, ResourceStatus, lines
 
 
@@ -22,7 +22,8 @@ def test_each_cluster_runs_its_operators_build_and_plugins_on_whole_gpu_dra_node
         "ChartRepository", "NfdWorker", "Kueue", "DraKubeletPlugin", "GpuOperator"
     ]  # fmt: skip
     version = next(r.version for r in plan.releases if r.chart == "gpu-operator")
-    assert GpuOperator().tools_for(plan) == (operator_tools()[version],)
+    assert manage_crds_tools() == {"v26.7.0": "gpu-operator-crds-26.7", "v26.3.3": "gpu-operator-crds-26.3"}
+    assert GpuOperator().tools_for(plan) == (operator_tools()[version], manage_crds_tools()[version])
     assert components.tools(plan) >= {"dra-driver-25.12", "mock-nvml", operator_tools()[version]}
     assert [(n.name, n.pool, n.gpus) for n in published_nodes(plan)] == [("node-a", "whole", 8)]
     mig_only = cluster(nodePools=[cluster()["nodePools"][1]], offerings=["nvidia.com/a100-mig-1g.5gb"])
@@ -67,6 +68,15 @@ def test_the_operator_gets_its_pods_environment_and_what_running_out_of_a_pod_ne
     # v26.3.3 has no -leader-elect-namespace: out of a pod it could find none, so it runs without election.
     older = operator_launcher.operator_arguments(CONTAINER, "/k", "gpu-operator", "  -leader-elect\n")
     assert "--leader-elect" not in older and not any(a.startswith("--leader-elect-namespace") for a in older)
+
+
+def test_the_launcher_runs_the_build_of_the_version_the_deployments_image_names() -> None:
+    """After a chart upgrade the Deployment's image names the new version: its build runs, never another."""
+    version = operator_launcher.image_version
+    assert version({"image": "nvcr.io/nvidia/gpu-operator:v26.7.0"}) == "v26.7.0"
+    assert version({"image": "registry.local:5000/nvidia/gpu-operator:v26.3.3@sha256:ab"}) == "v26.3.3"
+    assert version({"image": "registry.local:5000/nvidia/gpu-operator"}) == ""
+    assert version({}) == ""
 
 
 def _item(kind: str, name: str, uid: str, owner: str = "", keep: bool = False) -> dict[str, Any]:

@@ -160,6 +160,51 @@ def _one_field_manager_for_labels_and_taints_erases_the_labels(
     assert after["spec"]["taints"] == taints["spec"]["taints"]
 
 
+def test_the_operator_run_is_the_build_of_the_version_the_deployments_image_names_through_a_rollout(
+    tools: Toolbox, sandboxes: Path, tmp_path: Path
+) -> None:
+    """A GPU Operator chart upgrade changes its Deployment's image: the launcher replaces the running controller
+    with the build of the new version, as the rollout replaces the pod; a version with no build runs nothing; a
+    deleted Deployment stops it. The Deployment is made by hand here (the day-two suite upgrades the chart)."""
+    from themelio_gpu.sandbox.operator_status import running_operator
+
+    plan = _plan(tmp_path, DRA_CLUSTER)
+    namespace = plan.operator_release.namespace
+    sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None, probe_components=False)
+    kubectl = [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
+
+    def run(*args: str) -> None:
+        subprocess.run([*kubectl, *args], capture_output=True, text=True, check=True, timeout=60)
+
+    def log() -> str:
+        return (sandbox.folder / "logs" / "gpu-operator.log").read_text(errors="replace")
+
+    def runs(version: str | None, says: str = "", seconds: float = 90) -> None:
+        deadline = time.monotonic() + seconds
+        while (
+            (found := running_operator(tools, sandbox)) != version or says not in log()
+        ) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert found == version and says in log(), log()[-3000:]
+
+    try:
+        run("create", "namespace", namespace)
+        run("apply", "--server-side", "-f", str(charts(tmp_path) / "gpu-operator-v26.3.3" / "crds"))
+        image = "nvcr.io/nvidia/gpu-operator:{}"
+        run("create", "deployment", "gpu-operator", "-n", namespace, f"--image={image.format('v26.3.3')}")
+        runs("v26.3.3")
+        run("set", "image", "deployment/gpu-operator", "-n", namespace, f"gpu-operator={image.format('v26.7.0')}")
+        runs("v26.7.0")
+        run("set", "image", "deployment/gpu-operator", "-n", namespace, f"gpu-operator={image.format('v9.9.9')}")
+        runs(None, says="the GPU Operator v9.9.9: no build of it here")
+        run("set", "image", "deployment/gpu-operator", "-n", namespace, f"gpu-operator={image.format('v26.7.0')}")
+        runs("v26.7.0")
+        run("delete", "deployment", "gpu-operator", "-n", namespace)
+        runs(None, says="the Deployment is deleted: the operator is stopped")
+    finally:
+        sandbox_cluster.down(plan.name, say=lambda _: None)
+
+
 def test_after_the_control_plane_restarts_kwok_manages_every_node_at_once(
     tools: Toolbox, sandboxes: Path, tmp_path: Path
 ) -> None:

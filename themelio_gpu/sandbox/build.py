@@ -218,7 +218,9 @@ def _build_tool(tool: Tool, go: str, children: _Children, logs: Path) -> float:
 
 
 def _copy(source: Path, target: Path) -> None:
-    """A file, or a folder with everything in it (the module cache's copies are read-only: the copy is not)."""
+    """A file, or a folder with everything in it (the module cache's copies are read-only: the copy is not), at a
+    path whose folders are made as needed (a file the image puts in a folder of its own: tools.toml)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     if source.is_dir():
         shutil.copytree(source, target, copy_function=shutil.copyfile)
     else:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from themelio_gpu.sandbox.components.gpu_operator import DEPLOYMENT
+from themelio_gpu.sandbox.components.gpu_operator import DEPLOYMENT, operator_builds
 from themelio_gpu.sandbox.folder import Sandbox, kubectl
 from themelio_gpu.sandbox.supervisor import Supervisor, stat
 from themelio_gpu.sandbox.tools import Toolbox
@@ -51,23 +51,24 @@ class OperatorStatus:
         return self.running or not self.expected
 
 
-def _operator_process(sandbox: Sandbox) -> bool:
-    """The launcher runs, and its child, the operator, runs."""
+def running_operator(toolbox: Toolbox, sandbox: Sandbox) -> str | None:
+    """The version of NVIDIA's controller running (the build its binary is: the one the Deployment's image
+    names, components/operator_launcher.py), None while none runs."""
+    builds = {Path(b["operator"]).resolve(): v for v, b in operator_builds(toolbox).items()}
     supervisor = Supervisor(sandbox.folder)
-    launchers = [p for p in supervisor.processes(COMPONENT) if supervisor.running(p)]
-    for launcher in launchers:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                if parent == launcher.pid and (entry / "exe").resolve().name == "gpu-operator":
-                    found = stat(int(entry.name))
-                    if found is not None and found[0] not in "ZX":
-                        return True
-            except (OSError, ValueError, IndexError):
-                continue
-    return False
+    launchers = {p.pid for p in supervisor.processes(COMPONENT) if supervisor.running(p)}
+    for entry in Path("/proc").iterdir() if launchers else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            version = builds.get((entry / "exe").resolve()) if parent in launchers else None
+        except (OSError, ValueError, IndexError):
+            continue
+        found = stat(int(entry.name)) if version else None
+        if version and found is not None and found[0] not in "ZX":
+            return version
+    return None
 
 
 def _deployment(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> bool:
@@ -112,14 +113,39 @@ def read(toolbox: Toolbox, sandbox: Sandbox) -> OperatorStatus | None:
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         items = _resources(toolbox, sandbox)
-        running = _operator_process(sandbox) if expected else False
+        version = running_operator(toolbox, sandbox) if expected else None
+        running = version is not None
         waiting = running and any(not (i.get("status") or {}).get("state") for i in items)
         if not waiting or time.monotonic() > deadline:
             break
         time.sleep(1)
     if expected and not running:
         why = f"NVIDIA's controller should run here and does not (its log: {sandbox.folder / 'logs' / 'gpu-operator.log'})"
-    return OperatorStatus(str(state.get("version")), expected, running, why, [_status(i) for i in items])
+    return OperatorStatus(
+        version or str(state.get("version")), expected, running, why, [_status(i) for i in items]
+    )
+
+
+def after_upgrade(toolbox: Toolbox, sandbox: Sandbox, version: str) -> dict[str, Any]:
+    """After an apply that may have upgraded the operator's chart (`sandbox upgrade`): once the build of
+    `version` (the chart's appVersion, which its Deployment's image names) runs in place of the one before (as
+    the rollout replaces the pod, components/operator_launcher.py) or the wait ends, the version running and each
+    custom resource's state; {} where the stack installs no operator."""
+    state = sandbox.state().get("gpuOperator")
+    if state is None:
+        return {}
+    if state.get("runs") and version in operator_builds(toolbox):
+        deadline = time.monotonic() + WAIT_SECONDS
+        while running_operator(toolbox, sandbox) != version and time.monotonic() < deadline:
+            time.sleep(0.5)
+    status = read(toolbox, sandbox)
+    if status is None:
+        return {}
+    return {
+        "running": status.version if status.running else None,
+        "why": status.why,
+        "resources": {r.resource: r.state for r in status.resources},
+    }
 
 
 def lines(status: OperatorStatus) -> list[str]:

@@ -39,6 +39,7 @@ from themelio_gpu.sandbox import (
     cluster_changes,
     deploy,
     helm_hooks,
+    operator_status,
     read_back,
     real_plan,
     revision,
@@ -77,6 +78,9 @@ class Report:
     crds: dict[str, str] = field(default_factory=dict)
     hooks: list[str] = field(default_factory=list)
     """The CRDs the GPU Operator's pre-upgrade hook created or replaced (helm_hooks.py)."""
+    operator: dict[str, Any] = field(default_factory=dict)
+    """NVIDIA's operator controller after the apply: the version running (the build of the one the Deployment's
+    image names) and each of its custom resources' state (operator_status.py); empty without the operator."""
     base_applied: bool = False
     apply_ok: bool = False
     second_plan: str = ""
@@ -275,6 +279,7 @@ class Upgrade:
                 else deploy.summary(after) or f"exit {after.code}: {after.output[-2000:]}"
             )
             report.crds = read_back.operator_crds(head, self.charts, tools, sandbox)
+            report.operator = operator_status.after_upgrade(tools, sandbox, head.operator_release.version)
             if report.apply_ok and report.second_plan == "no changes":
                 revision.record_applied(
                     sandbox,

@@ -46,6 +46,7 @@ def as_json(report: Report) -> dict[str, Any]:
         "classes_after": report.classes_after,
         "crds": report.crds,
         "crd_hook": report.hooks,
+        "operator": report.operator,
         "second_plan": report.second_plan,
         "problems": report.problems,
     }
@@ -124,9 +125,17 @@ def as_text(report: Report) -> str:
         lines.append(f"DeviceClass {name}: {_mapped(before)} -> {_mapped(after)}")
     if report.hooks:
         lines.append(
-            f"the GPU Operator's pre-upgrade hook (operator.upgradeCRD), done as its manage-crds does: "
+            f"the GPU Operator's pre-upgrade hook (operator.upgradeCRD), NVIDIA's manage-crds run as its Job runs it: "
             f"{', '.join(report.hooks)}"
         )
+    if report.operator:
+        running = report.operator.get("running")
+        lines.append(
+            f"NVIDIA's GPU Operator controller after the apply: {running} runs"
+            if running
+            else f"NVIDIA's GPU Operator controller after the apply: none runs ({report.operator.get('why')})"
+        )
+        lines += [f"  {name}: state {state or '(none)'}" for name, state in report.operator["resources"].items()]
     for crd, state in report.crds.items():
         lines.append(f"CRD {crd}: {state}")
     lines.append(f"second plan: {report.second_plan}")

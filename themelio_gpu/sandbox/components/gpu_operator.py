@@ -1,5 +1,6 @@
-"""NVIDIA's GPU Operator controller (`cmd/gpu-operator`, built from source at the chart's appVersion) runs against
-the sandbox as its image runs it in the cluster, from the moment the stack's release has its Deployment up.
+"""NVIDIA's GPU Operator controller (`cmd/gpu-operator`, built from source at the version the Deployment's image
+names: the chart's appVersion) runs against the sandbox as its image runs it in the cluster, from the moment the
+stack's release has its Deployment up, and is replaced by the new version's after a chart upgrade.
 
 A real cluster starts the operator when Helm has created its Deployment and the scheduler has placed its pod;
 kwok marks that pod Running but runs no container. So the component starts a launcher at `up`
@@ -33,7 +34,7 @@ from themelio_gpu.plan.helm.values import OPERATOR_CHART
 from themelio_gpu.plan.model import ClusterPlan, HelmReleaseSpec
 from themelio_gpu.sandbox.components.base import Component, Context
 from themelio_gpu.sandbox.errors import SandboxError
-from themelio_gpu.sandbox.tools import load_tools
+from themelio_gpu.sandbox.tools import Toolbox, load_tools
 
 DEPLOYMENT = "gpu-operator"
 """The chart's Deployment (templates/operator.yaml names it so whatever the release's name)."""
@@ -50,6 +51,24 @@ def operator_release(plan: ClusterPlan) -> HelmReleaseSpec | None:
 def operator_tools() -> dict[str, str]:
     """{appVersion: tool name} of every GPU Operator built by tools.toml."""
     return {t.version: t.name for t in load_tools().values() if t.binaries.get("gpu-operator")}
+
+
+def manage_crds_tools() -> dict[str, str]:
+    """{appVersion: tool name} of every build of NVIDIA's `manage-crds` (the CRD hook's program, helm_hooks.py)."""
+    return {t.version: t.name for t in load_tools().values() if t.binaries.get("manage-crds")}
+
+
+def operator_builds(toolbox: Toolbox) -> dict[str, dict[str, str]]:
+    """{appVersion: its binary and manifests} of every GPU Operator built here: the launcher runs the one the
+    Deployment's image names, the chart's at install and the new chart's after an upgrade."""
+    builds = {}
+    for version, tool in operator_tools().items():
+        if tool in toolbox.tools and toolbox.tools[tool].built():
+            builds[version] = {
+                "operator": str(toolbox.binary(tool, "gpu-operator")),
+                "assets": str(toolbox.binary(tool, ASSETS)),
+            }
+    return builds
 
 
 def unshare_command() -> list[str] | None:
@@ -80,9 +99,13 @@ class GpuOperator(Component):
         return operator_release(plan) is not None
 
     def tools_for(self, plan: ClusterPlan) -> tuple[str, ...]:
+        """The operator's build of the chart's appVersion, and its `manage-crds` (the chart's CRD hook,
+        helm_hooks.py)."""
         release = operator_release(plan)
-        tool = operator_tools().get(release.version) if release else None
-        return (tool,) if tool else ()
+        if release is None:
+            return ()
+        found = (operator_tools().get(release.version), manage_crds_tools().get(release.version))
+        return tuple(tool for tool in found if tool)
 
     def start(self, context: Context) -> dict[str, Any]:
         release = operator_release(context.plan)
@@ -100,14 +123,12 @@ class GpuOperator(Component):
                 "operator reads its manifests from /opt/gpu-operator only (controllers/state_manager.go)"
             )
             return {"gpuOperator": {"version": release.version, "runs": False, "why": why}}
-        binary = context.toolbox.binary(tool, "gpu-operator")
         launcher = {
             "kubectl": str(context.toolbox.binary("kubernetes-1.36", "kubectl")),
             "kubeconfig": str(context.sandbox.kubeconfig),
             "namespace": release.namespace,
             "deployment": DEPLOYMENT,
-            "operator": str(binary),
-            "assets": str(context.toolbox.binary(tool, ASSETS)),
+            "operators": operator_builds(context.toolbox),
             "unshare": unshare,
         }
         command = [sys.executable, str(LAUNCHER), json.dumps(launcher)]

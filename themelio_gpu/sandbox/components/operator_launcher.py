@@ -1,21 +1,27 @@
 """The GPU Operator's pod, as a process: the operator runs while the stack's `gpu-operator` Deployment is Available.
 
 Run by the gpu-operator component (gpu_operator.py) as a script (`python operator_launcher.py SETTINGS`: it imports
-nothing of this project), a process of the sandbox's supervisor. It waits (`kubectl wait`, a watch) until the Deployment exists and
-is Available, reads its container's arguments and environment from the API, and starts the operator as a child in
-its own mount namespace with the manifests bound at /opt/gpu-operator. When the Deployment is deleted (the stack's
-destroy), it stops the operator, as the kubelet stops a deleted pod's container; when the operator ends on its own,
-it starts it again after `BACK_OFF` seconds, as the kubelet restarts a crashed container. `down` stops the launcher
-and the operator together (one process group).
+nothing of this project), a process of the sandbox's supervisor. It waits (`kubectl wait`, a watch) until the
+Deployment exists and its rollout is done, reads its container's image, arguments and environment from the API,
+and starts the build of the operator version the image names (`v26.7.0` of `nvcr.io/nvidia/gpu-operator:v26.7.0`)
+as a child in its own mount namespace, with that build's manifests bound at /opt/gpu-operator. It watches the
+Deployment (`kubectl get --watch`): when its template changes (a new generation: a chart upgrade's new image,
+arguments or environment), it stops the operator and starts the one the new template names, as a rollout replaces
+the pod; when the Deployment is deleted (the stack's destroy), it stops the operator, as the kubelet stops a deleted
+pod's container; when the operator ends on its own, it starts it again after `BACK_OFF` seconds, as the kubelet
+restarts a crashed container. An image whose version has no build here runs nothing (it says so): never another
+version in its place. `down` stops the launcher and the operator together (one process group).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -72,22 +78,33 @@ def _wait(kubectl: list[str], condition: str, target: str) -> None:
         time.sleep(1)
 
 
-def _command(settings: dict[str, Any], kubectl: list[str], target: str) -> tuple[list[str], dict[str, str]]:
-    found = subprocess.run([*kubectl, "get", target, "-o", "json"], check=True, capture_output=True, text=True)
-    containers = json.loads(found.stdout)["spec"]["template"]["spec"]["containers"]
-    container = next((c for c in containers if c.get("name") == settings["deployment"]), containers[0])
+def image_version(container: dict[str, Any]) -> str:
+    """The tag of the container's image (`v26.7.0` of `nvcr.io/nvidia/gpu-operator:v26.7.0`), "" without one."""
+    image = str(container.get("image") or "").split("@", 1)[0]
+    name, _, tag = image.rpartition(":")
+    return tag if name and "/" not in tag else ""
+
+
+def _container(settings: dict[str, Any], deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    return next((c for c in containers if c.get("name") == settings["deployment"]), containers[0])
+
+
+def _command(
+    settings: dict[str, Any], build: dict[str, str], container: dict[str, Any]
+) -> tuple[list[str], dict[str, str]]:
     env, unresolved = operator_environment(container, settings["namespace"])
     if unresolved:
         _say(f"not set (only a pod has them): {', '.join(unresolved)}")
-    usage = subprocess.run([settings["operator"], "--help"], check=False, capture_output=True, text=True)
+    usage = subprocess.run([build["operator"], "--help"], check=False, capture_output=True, text=True)
     args = operator_arguments(
         container, settings["kubeconfig"], settings["namespace"], usage.stderr + usage.stdout
     )
-    command = [*settings["unshare"], "/bin/sh", "-c", MOUNT, "gpu-operator", settings["assets"]]
-    return [*command, settings["operator"], *args], {**os.environ, **env}
+    command = [*settings["unshare"], "/bin/sh", "-c", MOUNT, "gpu-operator", build["assets"]]
+    return [*command, build["operator"], *args], {**os.environ, **env}
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def _stop(process: subprocess.Popen[Any]) -> None:
     process.send_signal(signal.SIGTERM)
     try:
         process.wait(timeout=STOP_GRACE)
@@ -96,31 +113,107 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+class _Watch:
+    """`kubectl get --watch` of the Deployment: each event's type and the Deployment's generation, read by a
+    thread; watched again whenever kubectl ends (the API server restarted, a Kubernetes upgrade), unless the
+    Deployment is gone meanwhile (then a DELETED event)."""
+
+    def __init__(self, kubectl: list[str], target: str) -> None:
+        self.kubectl, self.target = kubectl, target
+        self.events: queue.Queue[tuple[str, int]] = queue.Queue()
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen[str]:
+        command = [*self.kubectl, "get", self.target, "--watch", "--output-watch-events", "-o",
+                   'jsonpath={.type} {.object.metadata.generation}{"\\n"}']  # fmt: skip
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, args=(process,), daemon=True).start()
+        return process
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            kind, _, generation = line.strip().partition(" ")
+            self.events.put((kind, int(generation) if generation.isdigit() else 0))
+
+    def next(self, timeout: float) -> tuple[str, int] | None:
+        """The next event, or None after `timeout` seconds."""
+        try:
+            return self.events.get(timeout=timeout)
+        except queue.Empty:
+            pass
+        if self.process.poll() is not None and self.events.empty():
+            time.sleep(1)
+            there = subprocess.run(
+                [*self.kubectl, "get", self.target, "--ignore-not-found", "-o", "name"],
+                check=False, capture_output=True, text=True,
+            )  # fmt: skip
+            if there.returncode == 0 and not there.stdout.strip():
+                return ("DELETED", 0)
+            self.process = self._start()
+        return None
+
+    def stop(self) -> None:
+        _stop(self.process)
+
+
+def _run(settings: dict[str, Any], kubectl: list[str], target: str) -> None:
+    """One rollout of the Deployment: the operator its template names runs until the template changes or the
+    Deployment is deleted."""
+    found = subprocess.run([*kubectl, "get", target, "-o", "json"], check=True, capture_output=True, text=True)
+    deployment = json.loads(found.stdout)
+    generation = int(deployment["metadata"].get("generation") or 0)
+    container = _container(settings, deployment)
+    version = image_version(container)
+    build = settings["operators"].get(version)
+    operator: subprocess.Popen[bytes] | None = None
+    if build is None:
+        builds = ", ".join(sorted(settings["operators"])) or "none"
+        _say(f"the Deployment runs the GPU Operator {version or container.get('image')}: no build of it here "
+             f"(built: {builds}); it does not run")  # fmt: skip
+    else:
+        command, env = _command(settings, build, container)
+        _say(
+            f"the Deployment (generation {generation}) is rolled out: the GPU Operator {version}: {' '.join(command)}"
+        )
+        operator = subprocess.Popen(command, env=env)
+    watch = _Watch(kubectl, target)
+    try:
+        while True:
+            if build is not None and operator is not None and operator.poll() is not None:
+                _say(f"the operator ended (exit {operator.returncode}); started again in {BACK_OFF:.0f} s")
+                time.sleep(BACK_OFF)
+                command, env = _command(settings, build, container)
+                operator = subprocess.Popen(command, env=env)
+            event = watch.next(timeout=0.5)
+            if event is None:
+                continue
+            kind, seen = event
+            if kind == "DELETED":
+                _say("the Deployment is deleted: the operator is stopped, as its pod would be")
+                return
+            if seen and seen != generation:
+                _say(f"the Deployment's template changed (generation {generation} -> {seen}): the operator is "
+                     "stopped, as a rollout replaces its pod")  # fmt: skip
+                return
+    finally:
+        watch.stop()
+        if operator is not None and operator.poll() is None:
+            _stop(operator)
+
+
 def launch(settings: dict[str, Any]) -> None:
     kubectl = [settings["kubectl"], "--kubeconfig", settings["kubeconfig"], "-n", settings["namespace"]]
     target = f"deployment/{settings['deployment']}"
     while True:
         _wait(kubectl, "--for=create", target)
-        _wait(kubectl, "--for=condition=Available", target)
-        command, env = _command(settings, kubectl, target)
-        _say(f"the Deployment is Available: {' '.join(command)}")
-        operator = subprocess.Popen(command, env=env)
-        watch = [*kubectl, "wait", "--for=delete", target, "--timeout=-1s"]
-        deleted = subprocess.Popen(watch)
-        while operator.poll() is None:
-            if deleted.poll() is not None:
-                if deleted.returncode == 0:
-                    break
-                time.sleep(1)  # the watch failed (the API server busy): watch again
-                deleted = subprocess.Popen(watch)
-            time.sleep(0.5)
-        if operator.poll() is None:
-            _say("the Deployment is deleted: the operator is stopped, as its pod would be")
-            _stop(operator)
-            continue
-        _say(f"the operator ended (exit {operator.returncode}); started again in {BACK_OFF:.0f} s")
-        _stop(deleted)
-        time.sleep(BACK_OFF)
+        while subprocess.run([*kubectl, "rollout", "status", target, "--timeout=1h"], check=False).returncode != 0:
+            time.sleep(1)  # deleted meanwhile, or the API server restarting: waited for again
+            _wait(kubectl, "--for=create", target)
+        try:
+            _run(settings, kubectl, target)
+        except subprocess.CalledProcessError:
+            time.sleep(1)  # deleted between the rollout and the read: waited for again
 
 
 if __name__ == "__main__":
