@@ -149,6 +149,36 @@ def test_a_workload_that_never_ran_is_not_disturbed() -> None:
     assert "Pending before" in workloads.UNDISTURBED
 
 
+def _driver_daemonset(image: str, generation: int = 2, observed: int = 2, updated: int = 3) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"template": {"spec": {"containers": [{"image": image}]}}},
+        "status": {"observedGeneration": observed, "updatedNumberScheduled": updated, "desiredNumberScheduled": 3},
+    }
+
+
+@pytest.mark.parametrize(
+    ("daemonset", "states", "going"),
+    [
+        (_driver_daemonset("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04"), {"a": "upgrade-done"}, False),
+        (_driver_daemonset("nvcr.io/nvidia/driver:580.126.20-ubuntu24.04"), {"a": "upgrade-done"}, True),
+        (_driver_daemonset("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04", observed=1), {}, True),
+        (_driver_daemonset("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04", updated=2), {}, True),
+        (_driver_daemonset("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04"), {"a": "pod-restart-required"}, True),
+        (_driver_daemonset("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04"), {"a": "upgrade-failed"}, False),
+        (None, {}, True),
+    ],
+)  # fmt: skip
+def test_nvidias_driver_upgrade_is_over_when_every_driver_pod_and_node_says_so(
+    daemonset: dict[str, Any] | None, states: dict[str, str], going: bool
+) -> None:
+    """Right after the apply the ClusterPolicy asks for the new driver while the DaemonSet still runs the old one
+    (the operator has not reconciled yet): that is an upgrade to come, not one done."""
+    from themelio_gpu.sandbox.driver_upgrade import _in_progress
+
+    assert _in_progress("595.91.07", daemonset, states) is going
+
+
 def test_the_control_plane_gets_the_new_version_flags_and_keeps_its_others() -> None:
     saved = [
         {
@@ -288,6 +318,39 @@ def test_a_dangerous_change_points_at_its_day_two_scenario(
         if line.startswith("### ")
     }
     assert section in headings
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "dangerous"),
+    [
+        ({"version": "v26.3.3"}, {"version": "v26.7.0"}, True),
+        ({"version": "v26.7.0", "values": ["driver: {version: 580.126.20}\n"]},
+         {"version": "v26.7.0", "values": ["driver: {version: 595.91.07}\n"]}, True),
+        ({"version": "v26.7.0", "values": ["driver: {version: 580.126.20}\n"]},
+         {"version": "v26.7.0", "values": ["driver: {version: 580.126.20}\ndcgmExporter: {enabled: false}\n"]},
+         False),
+    ],
+)  # fmt: skip
+def test_a_gpu_operator_chart_or_driver_update_is_dangerous_and_says_which_pods_nvidia_deletes(
+    before: dict[str, Any], after: dict[str, Any], dangerous: bool
+) -> None:
+    """Seen on the sandbox with NVIDIA's own controller: a new chart brings a new driver, whose rolling upgrade
+    deletes the pods NVIDIA's filter calls GPU pods and leaves the others running (docs/day-two.md)."""
+    from themelio_gpu.changes.dangerous import danger_of
+    from themelio_gpu.changes.stacks import Instance
+
+    def release(config: dict[str, Any]) -> Instance:
+        body = {"chart": "gpu-operator", "name": "gpu-operator", "namespace": "gpu-operator", **config}
+        return Instance("helm_release.gpu_operator", "helm_release.gpu_operator", "helm_release", None, body)
+
+    danger = danger_of(release(before), "update", release(after))
+    assert (danger is not None) is dangerous
+    if danger is not None:
+        assert danger.scenario == "docs/day-two.md#the-gpu-operator-upgraded"
+        assert "nvidia.com/gpu*" in danger.why and "keep running while the" in danger.why
+    other = Instance("helm_release.x", "helm_release.x", "helm_release", None, {"chart": "kueue", "version": "1"})
+    assert danger_of(other, "update", Instance("helm_release.x", "helm_release.x", "helm_release", None,
+                                               {"chart": "kueue", "version": "2"})) is None  # fmt: skip
 
 
 def test_the_docs_figures_table_is_made_from_the_reports(tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ def _compare_stack(
         if change is None:
             continue
         changes.append(change)
-        danger = danger_of(before, change.action) if before is not None else None
+        danger = danger_of(before, change.action, head.instances.get(address)) if before is not None else None
         dangers += [dataclasses.replace(danger, address=address)] if danger else []
     unchanged = len(placed.keys() & head.instances.keys()) - sum(
         1 for c in changes if c.action in ("update", "replace", "move")

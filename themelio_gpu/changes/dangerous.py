@@ -10,12 +10,19 @@ away from workloads, each with why. Judged on the deployed (base) configuration 
   them by applying an empty set as the stack's field manager, which removes every label (taint) that manager
   owns on the node, also those another address of the stack applied (a pool renamed without renamedFrom);
 - a namespace the stack created: deleting it deletes everything in it.
+
+And one update: the GPU Operator's chart version (or its `driver.version`) changed. The new driver is rolled out
+by NVIDIA's upgrade controller, which cordons each GPU node and deletes the pods it calls GPU pods
+(`gpuPodSpecFilter`); seen on the sandbox with NVIDIA's own controller (docs/day-two.md).
 """
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
 
 from themelio_gpu.changes.replacement import lookup
 from themelio_gpu.changes.stacks import Instance
@@ -30,6 +37,7 @@ LABELS_DELETE = (
     "https://github.com/hashicorp/terraform-provider-kubernetes/blob/v2.38.0/kubernetes/"
     "resource_kubernetes_labels.go#L303"
 )
+GPU_POD_FILTER = "https://github.com/NVIDIA/gpu-operator/blob/v26.7.0/cmd/gpu-operator/main.go#L263"
 TAINTS_DELETE = (
     "https://github.com/hashicorp/terraform-provider-kubernetes/blob/v2.38.0/kubernetes/"
     "resource_kubernetes_node_taint.go#L94"
@@ -125,8 +133,45 @@ def _namespace(config: Any, first: str) -> Found:
     return f"namespace {_text(config, 'metadata', 'name')}", why, None
 
 
-def danger_of(instance: Instance, action: str) -> Danger | None:
-    """Why destroying or replacing this object hurts a running cluster; None when it does not."""
+def _driver_version(config: Any) -> Any:
+    """The GPU Operator release's `driver.version` value, None where its values do not set it."""
+    values = lookup(config, ("values",))
+    for text in values if isinstance(values, list) else []:
+        with suppress(yaml.YAMLError):
+            found = lookup(yaml.safe_load(text) if isinstance(text, str) else None, ("driver", "version"))
+            if isinstance(found, str | int | float):
+                return found
+    return None
+
+
+def _operator_upgrade(before: Instance, after: Instance) -> Danger | None:
+    """An update of the GPU Operator's release to another chart version or driver version."""
+    if before.type != "helm_release" or lookup(before.config, ("chart",)) not in OPERATOR_CHARTS:
+        return None
+    versions = [lookup(i.config, ("version",)) for i in (before, after)]
+    drivers = [_driver_version(i.config) for i in (before, after)]
+    if versions[0] == versions[1] and drivers[0] == drivers[1]:
+        return None
+    release = f"Helm release {_text(before.config, 'name')} in {_text(before.config, 'namespace')}"
+    why = (
+        f"the chart {versions[0]} -> {versions[1]} brings its own driver version unless the values pin one "
+        "(v26.3.3's 580.126.20, v26.7.0's 595.91.07): NVIDIA's upgrade controller then replaces the driver node by "
+        "node (driver.upgradePolicy), cordoning each GPU node and deleting the pods it calls GPU pods, those asking "
+        "for nvidia.com/gpu* or nvidia.com/mig-* or holding a claim of their own on a gpu.nvidia.com device; pods "
+        "asking for other names (a DeviceClass's extendedResourceName) are not deleted and keep running while the "
+        "driver under them is replaced"
+    )
+    return Danger(
+        before.address, "update", f"the GPU Operator ({release})", why, GPU_POD_FILTER,
+        f"{DAY_TWO}#the-gpu-operator-upgraded",
+    )  # fmt: skip
+
+
+def danger_of(instance: Instance, action: str, after: Instance | None = None) -> Danger | None:
+    """Why destroying or replacing this object (or this update of it to `after`) hurts a running cluster; None
+    when it does not."""
+    if action == "update" and after is not None:
+        return _operator_upgrade(instance, after)
     if action not in ("destroy", "replace"):
         return None
     config, replaced = instance.config, action == "replace"

@@ -11,7 +11,7 @@ from themelio_gpu.changes.compare import ACTIONS, STATUSES, Comparison, Resource
 from themelio_gpu.changes.dangerous import Danger
 from themelio_gpu.outputs.stack_folders import STACKS_FOLDER
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FORMATS = ("text", "json", "github-matrix")
 _SYMBOL = {"create": "+", "update": "~", "replace": "-/+", "destroy": "-", "move": "->"}
 _SHOWN_ATTRIBUTES = 4

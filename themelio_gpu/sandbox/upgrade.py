@@ -38,6 +38,7 @@ from themelio_gpu.plan.selection import select_cluster
 from themelio_gpu.sandbox import (
     cluster_changes,
     deploy,
+    driver_upgrade,
     helm_hooks,
     operator_status,
     read_back,
@@ -78,6 +79,8 @@ class Report:
     crds: dict[str, str] = field(default_factory=dict)
     hooks: list[str] = field(default_factory=list)
     """The CRDs the GPU Operator's pre-upgrade hook created or replaced (helm_hooks.py)."""
+    driver_upgrade: driver_upgrade.DriverUpgrade | None = None
+    """NVIDIA's rolling driver upgrade after the apply, watched to its end (driver_upgrade.py)."""
     operator: dict[str, Any] = field(default_factory=dict)
     """NVIDIA's operator controller after the apply: the version running (the build of the one the Deployment's
     image names) and each of its custom resources' state (operator_status.py); empty without the operator."""
@@ -279,7 +282,6 @@ class Upgrade:
                 else deploy.summary(after) or f"exit {after.code}: {after.output[-2000:]}"
             )
             report.crds = read_back.operator_crds(head, self.charts, tools, sandbox)
-            report.operator = operator_status.after_upgrade(tools, sandbox, head.operator_release.version)
             if report.apply_ok and report.second_plan == "no changes":
                 revision.record_applied(
                     sandbox,
@@ -354,6 +356,14 @@ class Upgrade:
         report.class_gaps = {k: round(v, 1) for k, v in watch.longest.items() if k in after_keys}
         report.class_polls = watch.polls
         report.slices_republished = cluster_changes.republish_changed_slices(head, sandbox, tools)
+        # NVIDIA's controller of the new chart, then its driver upgrade (GPU pods deleted, nodes cordoned and
+        # uncordoned) before the workloads are read and the second plan is made.
+        report.operator = operator_status.after_upgrade(tools, sandbox, head.operator_release.version)
+        if report.operator.get("running"):
+            namespace = head.operator_release.namespace
+            report.driver_upgrade = self._timed(
+                report, "driver_upgrade", lambda: driver_upgrade.watch(tools, sandbox, namespace)
+            )
         report.nodes_joined += cluster_changes.join_new_nodes(head, sandbox, tools, ("provisioned", "karpenter"))
         self._timed(
             report,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from themelio_gpu.sandbox import real_plan
+from themelio_gpu.sandbox import driver_upgrade, real_plan
 from themelio_gpu.sandbox.upgrade import Report
 from themelio_gpu.tables import table
 from themelio_gpu.words import count
@@ -47,6 +47,7 @@ def as_json(report: Report) -> dict[str, Any]:
         "crds": report.crds,
         "crd_hook": report.hooks,
         "operator": report.operator,
+        "driver_upgrade": dataclasses.asdict(report.driver_upgrade) if report.driver_upgrade else None,
         "second_plan": report.second_plan,
         "problems": report.problems,
     }
@@ -136,6 +137,8 @@ def as_text(report: Report) -> str:
             else f"NVIDIA's GPU Operator controller after the apply: none runs ({report.operator.get('why')})"
         )
         lines += [f"  {name}: state {state or '(none)'}" for name, state in report.operator["resources"].items()]
+    if report.driver_upgrade is not None and report.driver_upgrade.states:
+        lines += driver_upgrade.lines(report.driver_upgrade)
     for crd, state in report.crds.items():
         lines.append(f"CRD {crd}: {state}")
     lines.append(f"second plan: {report.second_plan}")
