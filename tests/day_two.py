@@ -276,6 +276,11 @@ SCENARIOS: tuple[Scenario, ...] = (
                 DRA: "update",
             },
             drift=frozenset({TAINTS.format(pool="spare", node="day2-spare-0")}),
+            # The spare pool's taint leaves daemonsets.tolerations, so the driver DaemonSet's template changes:
+            # NVIDIA's 26.7.0 upgrade controller restarts every driver pod, node by node, cordoned; the driver's
+            # own configuration is unchanged, so it is a restart-only change (internal/predicates/restart_only.go)
+            # and no workload is deleted.
+            driver_upgrade=True,
             nodes={
                 "day2-spare-0": {
                     "labels": {"gpu.themelio.io/pool": None, "nvidia.com/gpu": None, "admin.example/rack": "r1"},

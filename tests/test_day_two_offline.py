@@ -166,7 +166,7 @@ def _driver_daemonset(image: str, generation: int = 2, observed: int = 2, update
         (_driver_daemonset("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04", updated=2), {}, True),
         (_driver_daemonset("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04"), {"a": "pod-restart-required"}, True),
         (_driver_daemonset("nvcr.io/nvidia/driver:595.91.07-ubuntu24.04"), {"a": "upgrade-failed"}, False),
-        (None, {}, True),
+        (None, {}, False),
     ],
 )  # fmt: skip
 def test_nvidias_driver_upgrade_is_over_when_every_driver_pod_and_node_says_so(
@@ -329,6 +329,9 @@ def test_a_dangerous_change_points_at_its_day_two_scenario(
         ({"version": "v26.7.0", "values": ["driver: {version: 580.126.20}\n"]},
          {"version": "v26.7.0", "values": ["driver: {version: 580.126.20}\ndcgmExporter: {enabled: false}\n"]},
          False),
+        # A pool removed: its taint leaves the operands' tolerations, and the driver DaemonSet's template with it.
+        ({"version": "v26.7.0", "values": ["daemonsets: {tolerations: [{key: a}, {key: b}]}\n"]},
+         {"version": "v26.7.0", "values": ["daemonsets: {tolerations: [{key: a}]}\n"]}, True),
     ],
 )  # fmt: skip
 def test_a_gpu_operator_chart_or_driver_update_is_dangerous_and_says_which_pods_nvidia_deletes(

@@ -11,9 +11,10 @@ away from workloads, each with why. Judged on the deployed (base) configuration 
   owns on the node, also those another address of the stack applied (a pool renamed without renamedFrom);
 - a namespace the stack created: deleting it deletes everything in it.
 
-And one update: the GPU Operator's chart version (or its `driver.version`) changed. The new driver is rolled out
-by NVIDIA's upgrade controller, which cordons each GPU node and deletes the pods it calls GPU pods
-(`gpuPodSpecFilter`); seen on the sandbox with NVIDIA's own controller (docs/day-two.md).
+And one update: the GPU Operator's release with another chart version, or other `driver` or `daemonsets` values
+(what its driver DaemonSet's template is made of). The new template is rolled out by NVIDIA's upgrade controller,
+which cordons each GPU node and deletes the pods it calls GPU pods (`gpuPodSpecFilter`); seen on the sandbox
+with NVIDIA's own controller (docs/day-two.md).
 """
 
 from __future__ import annotations
@@ -133,34 +134,54 @@ def _namespace(config: Any, first: str) -> Found:
     return f"namespace {_text(config, 'metadata', 'name')}", why, None
 
 
-def _driver_version(config: Any) -> Any:
-    """The GPU Operator release's `driver.version` value, None where its values do not set it."""
-    values = lookup(config, ("values",))
+DRIVER_TEMPLATE_VALUES = ("driver", "daemonsets")
+"""The GPU Operator values its driver DaemonSet's template is made from (besides the chart's version): the driver's
+own, and what every operand DaemonSet gets (`daemonsets.tolerations`: the stack writes every GPU pool's taints
+there, so adding or removing a tainted pool changes it)."""
+
+
+def _driver_template_values(config: Any) -> dict[str, Any]:
+    """The release's values under DRIVER_TEMPLATE_VALUES, as its values documents set them."""
+    values, found = lookup(config, ("values",)), {}
     for text in values if isinstance(values, list) else []:
         with suppress(yaml.YAMLError):
-            found = lookup(yaml.safe_load(text) if isinstance(text, str) else None, ("driver", "version"))
-            if isinstance(found, str | int | float):
-                return found
-    return None
+            document = yaml.safe_load(text) if isinstance(text, str) else None
+            if isinstance(document, dict):
+                found.update({k: document[k] for k in DRIVER_TEMPLATE_VALUES if k in document})
+    return found
 
 
 def _operator_upgrade(before: Instance, after: Instance) -> Danger | None:
-    """An update of the GPU Operator's release to another chart version or driver version."""
+    """An update of the GPU Operator's release that changes its driver DaemonSet's template."""
     if before.type != "helm_release" or lookup(before.config, ("chart",)) not in OPERATOR_CHARTS:
         return None
     versions = [lookup(i.config, ("version",)) for i in (before, after)]
-    drivers = [_driver_version(i.config) for i in (before, after)]
-    if versions[0] == versions[1] and drivers[0] == drivers[1]:
-        return None
-    release = f"Helm release {_text(before.config, 'name')} in {_text(before.config, 'namespace')}"
-    why = (
-        f"the chart {versions[0]} -> {versions[1]} brings its own driver version unless the values pin one "
-        "(v26.3.3's 580.126.20, v26.7.0's 595.91.07): NVIDIA's upgrade controller then replaces the driver node by "
-        "node (driver.upgradePolicy), cordoning each GPU node and deleting the pods it calls GPU pods, those asking "
-        "for nvidia.com/gpu* or nvidia.com/mig-* or holding a claim of their own on a gpu.nvidia.com device; pods "
-        "asking for other names (a DeviceClass's extendedResourceName) are not deleted and keep running while the "
-        "driver under them is replaced"
+    changed = sorted(
+        key
+        for key in DRIVER_TEMPLATE_VALUES
+        if _driver_template_values(before.config).get(key) != _driver_template_values(after.config).get(key)
     )
+    if versions[0] == versions[1] and not changed:
+        return None
+    deletes = (
+        "deleting the pods it calls GPU pods, those asking for nvidia.com/gpu* or nvidia.com/mig-* or holding a "
+        "claim of their own on a gpu.nvidia.com device; pods asking for other names (a DeviceClass's "
+        "extendedResourceName) are not deleted and keep running while the driver under them is replaced"
+    )
+    if versions[0] != versions[1]:
+        why = (
+            f"the chart {versions[0]} -> {versions[1]} brings its own driver version unless the values pin one "
+            "(v26.3.3's 580.126.20, v26.7.0's 595.91.07): NVIDIA's upgrade controller replaces the driver node by "
+            f"node (driver.upgradePolicy), cordoning each GPU node and {deletes}"
+        )
+    else:
+        why = (
+            f"its values' {' and '.join(changed)} change the driver DaemonSet's template (a pool's taint added or "
+            "removed changes daemonsets.tolerations): NVIDIA's upgrade controller restarts the driver pod node by "
+            "node, each node cordoned meanwhile; v26.7.0 does it without deleting workloads when the driver's own "
+            f"configuration is unchanged (internal/predicates/restart_only.go), v26.3.3 takes the full flow, {deletes}"
+        )
+    release = f"Helm release {_text(before.config, 'name')} in {_text(before.config, 'namespace')}"
     return Danger(
         before.address, "update", f"the GPU Operator ({release})", why, GPU_POD_FILTER,
         f"{DAY_TWO}#the-gpu-operator-upgraded",

@@ -69,7 +69,7 @@ def _driver(toolbox: Toolbox, sandbox: Sandbox, namespace: str) -> tuple[str, di
 def _in_progress(version: str, daemonset: dict[str, Any] | None, states: dict[str, str]) -> bool:
     """The DaemonSet is not yet the asked version everywhere, or a node is still on its way."""
     if daemonset is None:
-        return True  # the operator makes it
+        return False  # the operator deploys no driver (no node for it): nothing to upgrade
     status = daemonset.get("status") or {}
     images = [c.get("image", "") for c in daemonset["spec"]["template"]["spec"]["containers"]]
     if version and not any(version in image for image in images):
@@ -85,9 +85,10 @@ def watch(
     toolbox: Toolbox, sandbox: Sandbox, namespace: str, seconds: float = WAIT_SECONDS
 ) -> DriverUpgrade | None:
     """Until every driver pod is the ClusterPolicy's version and every node is `upgrade-done` (or failed), or
-    `seconds` pass; None where the operator deploys no driver (no ClusterPolicy, or its driver off)."""
+    `seconds` pass; None where the operator deploys no driver (no ClusterPolicy, its driver off, or no driver
+    DaemonSet: the base's operator made it if it ever will)."""
     version, daemonset = _driver(toolbox, sandbox, namespace)
-    if not version and daemonset is None:
+    if daemonset is None:
         return None
     upgrade = DriverUpgrade(version)
     started = time.monotonic()

@@ -48,14 +48,19 @@ def operator_release(plan: ClusterPlan) -> HelmReleaseSpec | None:
     return next((r for r in plan.releases if r.chart == OPERATOR_CHART), None)
 
 
+def _builds_of(binary: str) -> dict[str, str]:
+    """{appVersion: tool name} of every tool of tools.toml that builds `binary` from the GPU Operator's source."""
+    return {t.version: t.name for t in load_tools().values() if t.binaries.get(binary)}
+
+
 def operator_tools() -> dict[str, str]:
-    """{appVersion: tool name} of every GPU Operator built by tools.toml."""
-    return {t.version: t.name for t in load_tools().values() if t.binaries.get("gpu-operator")}
+    """Every build of the GPU Operator's controller."""
+    return _builds_of("gpu-operator")
 
 
 def manage_crds_tools() -> dict[str, str]:
-    """{appVersion: tool name} of every build of NVIDIA's `manage-crds` (the CRD hook's program, helm_hooks.py)."""
-    return {t.version: t.name for t in load_tools().values() if t.binaries.get("manage-crds")}
+    """Every build of NVIDIA's `manage-crds` (the CRD hook's program, helm_hooks.py)."""
+    return _builds_of("manage-crds")
 
 
 def operator_builds(toolbox: Toolbox) -> dict[str, dict[str, str]]:
