@@ -179,7 +179,8 @@ def _operator_upgrade(before: Instance, after: Instance) -> Danger | None:
             f"its values' {' and '.join(changed)} change the driver DaemonSet's template (a pool's taint added or "
             "removed changes daemonsets.tolerations): NVIDIA's upgrade controller restarts the driver pod node by "
             "node, each node cordoned meanwhile; v26.7.0 does it without deleting workloads when the driver's own "
-            f"configuration is unchanged (internal/predicates/restart_only.go), v26.3.3 takes the full flow, {deletes}"
+            f"configuration is unchanged (internal/predicates/restart_only.go); v26.3.3 registers no such path in its "
+            f"source and would take the full flow, {deletes}"
         )
     release = f"Helm release {_text(before.config, 'name')} in {_text(before.config, 'namespace')}"
     return Danger(
