@@ -165,7 +165,9 @@ def test_the_operator_run_is_the_build_of_the_version_the_deployments_image_name
 ) -> None:
     """A GPU Operator chart upgrade changes its Deployment's image: the launcher replaces the running controller
     with the build of the new version, as the rollout replaces the pod; a version with no build runs nothing; a
-    deleted Deployment stops it. The Deployment is made by hand here (the day-two suite upgrades the chart)."""
+    deleted Deployment stops it. The Deployment is made by hand here (the day-two suite upgrades the chart), with
+    the environment the chart's gives the operator (without OPERATOR_NAMESPACE it ends at once and restarts every
+    10 s: a version seen between two restarts is no running operator, so each version must stay up)."""
     from themelio_gpu.sandbox.operator_status import running_operator
 
     plan = _plan(tmp_path, DRA_CLUSTER)
@@ -173,8 +175,8 @@ def test_the_operator_run_is_the_build_of_the_version_the_deployments_image_name
     sandbox = sandbox_cluster.up(plan, tools, charts(tmp_path), say=lambda _: None, probe_components=False)
     kubectl = [str(tools.binary(*sandbox_cluster.KUBECTL)), "--kubeconfig", str(sandbox.kubeconfig)]
 
-    def run(*args: str) -> None:
-        subprocess.run([*kubectl, *args], capture_output=True, text=True, check=True, timeout=60)
+    def run(*args: str, stdin: str | None = None) -> None:
+        subprocess.run([*kubectl, *args], input=stdin, capture_output=True, text=True, check=True, timeout=60)
 
     def log() -> str:
         return (sandbox.folder / "logs" / "gpu-operator.log").read_text(errors="replace")
@@ -186,12 +188,29 @@ def test_the_operator_run_is_the_build_of_the_version_the_deployments_image_name
         ) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert found == version and says in log(), log()[-3000:]
+        ended = log().count("the operator ended")
+        time.sleep(12)  # longer than the launcher's restart delay: a crash loop shows here
+        assert running_operator(tools, sandbox) == version and log().count("the operator ended") == ended, log()[-3000:]
 
     try:
         run("create", "namespace", namespace)
         run("apply", "--server-side", "-f", str(charts(tmp_path) / "gpu-operator-v26.3.3" / "crds"))
         image = "nvcr.io/nvidia/gpu-operator:{}"
-        run("create", "deployment", "gpu-operator", "-n", namespace, f"--image={image.format('v26.3.3')}")
+        container = {
+            "name": "gpu-operator",
+            "image": image.format("v26.3.3"),
+            "env": [{"name": "OPERATOR_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        }
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "gpu-operator", "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": {"app": "gpu-operator"}},
+                "template": {"metadata": {"labels": {"app": "gpu-operator"}}, "spec": {"containers": [container]}},
+            },
+        }
+        run("apply", "-f", "-", stdin=json.dumps(deployment))
         runs("v26.3.3")
         run("set", "image", "deployment/gpu-operator", "-n", namespace, f"gpu-operator={image.format('v26.7.0')}")
         runs("v26.7.0")

@@ -324,7 +324,12 @@ def test_down_after_a_kill_9_of_up_and_apply_ends_nvidias_processes_by_the_ident
         deadline = time.monotonic() + 300
         while not found() and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert found(), f"{what} never ran: {process.poll()}"
+        if not found():
+            ended = process.poll()
+            if ended is None:
+                process.kill()
+            out, err = process.communicate(timeout=60)
+            raise AssertionError(f"{what} never ran: {ended}\n{out}{err}")
 
     victim = sandbox_command(tmp_path, sandboxes, "up", "live")
     until("the DRA kubelet plugin", lambda: supervisor.processes("dra-kubelet-plugin"), victim)
