@@ -190,7 +190,8 @@ def test_the_operator_run_is_the_build_of_the_version_the_deployments_image_name
         assert found == version and says in log(), log()[-3000:]
         ended = log().count("the operator ended")
         time.sleep(12)  # longer than the launcher's restart delay: a crash loop shows here
-        assert running_operator(tools, sandbox) == version and log().count("the operator ended") == ended, log()[-3000:]
+        stable = running_operator(tools, sandbox) == version and log().count("the operator ended") == ended
+        assert stable, log()[-3000:]
 
     try:
         run("create", "namespace", namespace)
@@ -199,7 +200,9 @@ def test_the_operator_run_is_the_build_of_the_version_the_deployments_image_name
         container = {
             "name": "gpu-operator",
             "image": image.format("v26.3.3"),
-            "env": [{"name": "OPERATOR_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+            "env": [
+                {"name": "OPERATOR_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+            ],
         }
         deployment = {
             "apiVersion": "apps/v1",

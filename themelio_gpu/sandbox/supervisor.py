@@ -88,10 +88,33 @@ def stat(pid: int) -> tuple[str, int, int] | None:
     return fields[0], int(fields[2]), int(fields[19])
 
 
+_KERNEL_THREAD = 0x00200000
+"""PF_KTHREAD in /proc/<pid>/stat's flags: a kernel thread, whose environment is always empty."""
+_EXEC_WAIT = 0.5
+"""How long an empty environment is read again: while a process execs, /proc/<pid>/environ reads empty until
+the new program's is set up (seen about once in 150 starts, the gate's exec of the command)."""
+
+
+def _environment_of(pid: int) -> bytes:
+    """/proc/<pid>/environ's bytes, read again while it is empty mid-exec (not for a kernel thread)."""
+    deadline = time.monotonic() + _EXEC_WAIT
+    while True:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        if raw or time.monotonic() > deadline:
+            return raw
+        try:
+            flags = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[6])
+        except (OSError, ValueError, IndexError):
+            return raw
+        if flags & _KERNEL_THREAD:
+            return raw
+        time.sleep(0.01)
+
+
 def carries(pid: int, tag: str) -> bool:
     """The process's environment holds exactly `THEMELIO_SANDBOX_TAG=<tag>`."""
     try:
-        entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        entries = _environment_of(pid).split(b"\0")
     except OSError:
         return False
     return f"{TAG_ENV}={tag}".encode() in entries
