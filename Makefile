@@ -41,8 +41,9 @@ lint: .venv/.synced
 	$(VENV)/mypy
 	$(VENV)/lint-imports --no-logo
 
+# --durations: the slowest tests, named at the end of every run (where CI's time goes).
 test: lint node_modules/.synced
-	$(VENV)/pytest
+	$(VENV)/pytest --durations=25
 
 # Every mutation of the sandbox probe's mutation suite (tests/test_probe_mutations.py; `make test` runs a covering
 # slice of them): each breaks one thing on a real sandbox and must fail exactly its own rows. docs/sandbox.md.
