@@ -178,7 +178,10 @@ def test_the_edit_loop_checks_the_fleet_alone_and_make_test_stays_whole() -> Non
     assert [arg for arg in recipe[3:] if not arg.startswith("-")] == ["tests/test_user_fleet.py"]
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     whole = re.search(r"^test:.*\n\t(.*)$", makefile, re.MULTILINE)
-    assert whole is not None and whole.group(1) == "$(VENV)/pytest"  # every test under testpaths
+    assert whole is not None
+    command, *options = whole.group(1).split()
+    assert command == "$(VENV)/pytest"  # every test under testpaths: options only, none that selects tests
+    assert all(o.startswith("-") and not o.startswith(("-k", "-m", "--deselect", "--ignore")) for o in options)
 
 
 FOREIGN_CATALOG = """\
