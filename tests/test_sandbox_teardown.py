@@ -309,7 +309,8 @@ def test_down_after_a_kill_9_of_up_and_apply_ends_nvidias_processes_by_the_ident
 ) -> None:
     """NVIDIA's code belongs to the sandbox like the control plane: `up` is killed (SIGKILL) once the DRA driver's
     kubelet plugins run, then `up` again and `apply`, killed once NVIDIA's operator controller runs; each `down`
-    leaves no plugin, launcher or operator process, no folder, and no plugin sockets' folder."""
+    leaves no plugin, launcher or operator process, no folder, and no plugin sockets' folder (the first `up`
+    finds a dead sandbox's there)."""
     from themelio_gpu.sandbox.components.dra_kubelet_plugin import sockets_folder
     from themelio_gpu.sandbox.workflow import _needed
 
@@ -331,6 +332,9 @@ def test_down_after_a_kill_9_of_up_and_apply_ends_nvidias_processes_by_the_ident
             out, err = process.communicate(timeout=60)
             raise AssertionError(f"{what} never ran: {ended}\n{out}{err}")
 
+    # What a sandbox at the same path left when it never came to its `down` (CI: pytest's folders are numbered
+    # from 0 again once /tmp/pytest-of-root is gone): the next `up` at that path starts all the same.
+    (sockets_folder(folder) / "0" / "registry").mkdir(parents=True)
     victim = sandbox_command(tmp_path, sandboxes, "up", "live")
     until("the DRA kubelet plugin", lambda: supervisor.processes("dra-kubelet-plugin"), victim)
     victim.kill()

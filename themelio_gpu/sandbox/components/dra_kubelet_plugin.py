@@ -103,6 +103,9 @@ class DraKubeletPlugin(Component):
         mock = context.toolbox.tools[MOCK_TOOL]
         stand_in = shutil.which("true") or "/bin/true"
         sockets = sockets_folder(context.sandbox.folder)
+        # The sandbox's folder is new (`up` refuses one that exists): a folder of this name is a dead sandbox's,
+        # one at the same path that never came to its `down` (seen in CI: `up` ended on its "File exists").
+        shutil.rmtree(sockets, ignore_errors=True)
         namespace = _namespace(context.plan)
         published: dict[str, dict[str, str]] = {}
         for index, node in enumerate(nodes):
