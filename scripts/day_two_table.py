@@ -24,6 +24,8 @@ def row(name: str, report: dict[str, Any]) -> str:
         actions += f" ({drifted} drifted)"
     gaps = {k: v for k, v in report.get("class_gaps", {}).items() if v > 0}
     missing = ", ".join(f"{k} {v} s" for k, v in gaps.items()) or "none"
+    shared = report.get("class_shared") or {}
+    missing += "".join(f"; {name} served by two classes in {n} polls" for name, n in shared.items())
     seconds = report.get("seconds", {})
     return (
         f"| {name} | {actions} | {report['disagreements']} of {len(plan)} addresses | {report['disturbed']} of "

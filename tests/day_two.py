@@ -314,6 +314,29 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
         ci=False,
     ),
+    Scenario(
+        "class-renamed",
+        "the DeviceClass of nvidia.com/a100-40gb renamed (a100-whole.gpu.themelio.io), its name kept: for the "
+        "apply's length, two classes or none serve the one name",
+        (
+            (
+                CATALOG_FILE,
+                "  nvidia.com/a100-40gb:\n    deviceClass: a100-40gb.gpu.themelio.io",
+                "  nvidia.com/a100-40gb:\n    deviceClass: a100-whole.gpu.themelio.io",
+            ),
+        ),
+        Expected(
+            plan={
+                CLASS.format(name="a100-40gb.gpu.themelio.io"): "destroy",
+                CLASS.format(name="a100-whole.gpu.themelio.io"): "create",
+                CONFIG_MAP: "update",
+            },
+            new_pods={"nvidia.com/a100-40gb": "a100-whole.gpu.themelio.io"},
+            classes_gone=frozenset({"a100-40gb.gpu.themelio.io"}),
+            classes_new=frozenset({"a100-whole.gpu.themelio.io"}),
+        ),
+        ci=False,
+    ),
 )
 
 

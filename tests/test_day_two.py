@@ -5,7 +5,7 @@ disruption written down for it: the real plan per address, `changed`'s predictio
 running workload's outcome, new pods, the DeviceClasses, the nodes, and the second plan (empty).
 
 CI (`make test`) runs the scenarios marked `ci` in one chain; `make day-two` runs every one and the interrupted
-upgrade (THEMELIO_DAY_TWO=full) and writes each report to $THEMELIO_DAY_TWO_FIGURES, from which docs/day-two.md
+upgrade (THEMELIO_DAY_TWO=full; THEMELIO_DAY_TWO=NAME,NAME runs those scenarios alone) and writes each report to $THEMELIO_DAY_TWO_FIGURES, from which docs/day-two.md
 takes its figures. Needs the tools
 of `make sandbox-tools` and ../shared's charts (skipped without them; in CI nothing skips).
 """
@@ -32,9 +32,13 @@ from themelio_gpu.sandbox.errors import MissingToolError
 from themelio_gpu.sandbox.folder import KUBECTL
 from themelio_gpu.sandbox.tools import Toolbox, toolbox
 
-FULL = os.environ.get("THEMELIO_DAY_TWO") == "full"
+SELECTED = os.environ.get("THEMELIO_DAY_TWO", "")
+FULL = SELECTED == "full"
+NAMED = {name.strip() for name in SELECTED.split(",") if name.strip()} - {"full"}
+"""THEMELIO_DAY_TWO=NAME,NAME: those scenarios alone, in the suite's order (each one's edits apply to the fleet
+as the scenarios chosen before it left it: choose the ones an edit builds on too)."""
 FIGURES = os.environ.get("THEMELIO_DAY_TWO_FIGURES")
-CHOSEN = [s for s in day_two.SCENARIOS if FULL or s.ci]
+CHOSEN = [s for s in day_two.SCENARIOS if (s.name in NAMED if NAMED else FULL or s.ci)]
 
 
 @dataclass

@@ -372,3 +372,18 @@ def test_the_docs_figures_table_is_made_from_the_reports(tmp_path: Path) -> None
         "| mig-layout | 1 create, 1 update (1 drifted) | 0 of 2 addresses | 3 of 10 | name nvidia.com/x 1.2 s "
         "(7 polls) | no changes | 61 (5) |"
     )
+
+
+def test_the_class_watch_measures_each_gap_and_each_name_two_classes_serve() -> None:
+    """While the stack is applied: how long a class or a name was missing (its longest gap, to the end if it
+    never came back), and in how many polls a name had two classes at once (the later one is picked)."""
+    from themelio_gpu.sandbox.read_back import ClassWatch
+
+    watch = ClassWatch(longest={"class a": 0.0, "name n": 0.0})
+    watch.observe({"class a", "name n"}, 0.0)
+    watch.observe({"class a"}, 1.0)  # n gone
+    watch.observe({"class a", "class b", "name n"}, 3.0, {"n"})  # n back after 2 s, served by a and b
+    watch.observe({"class b", "name n"}, 4.0, set())  # a gone, to the end
+    watch.close(5.5)
+    assert watch.longest == {"class a": 1.5, "name n": 2.0}
+    assert watch.shared == {"n": 1}

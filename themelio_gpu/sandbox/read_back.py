@@ -1,5 +1,5 @@
-"""What the sandbox reads back around an upgrade: the DeviceClasses and the names they map (and how long a
-name had no class while the stack was applied), the GPU Operator's CRDs against its chart's, and Helm
+"""What the sandbox reads back around an upgrade: the DeviceClasses and the names they map (how long a name had
+no class while the stack was applied, and whether two served it at once), the GPU Operator's CRDs against its chart's, and Helm
 releases an interrupted upgrade left pending."""
 
 from __future__ import annotations
@@ -34,15 +34,18 @@ def class_names(toolbox: Toolbox, sandbox: Sandbox) -> dict[str, str]:
 @dataclass
 class ClassWatch:
     """DeviceClasses polled while the stack is applied: for each class and each name mapped before and after,
-    the longest time it was missing."""
+    the longest time it was missing; and each name two classes or more served at once (the scheduler takes the
+    one created later: DeviceClass API reference), with how many polls saw it so."""
 
     polls: int = 0
     seconds: float = 0.0
     missing_since: dict[str, float] = field(default_factory=dict)
     longest: dict[str, float] = field(default_factory=dict)
     """`class <name>` or `name <extended resource name>`: the longest gap seen, in seconds."""
+    shared: dict[str, int] = field(default_factory=dict)
+    """Extended resource name: the polls that saw it served by more than one class."""
 
-    def observe(self, present: set[str], now: float) -> None:
+    def observe(self, present: set[str], now: float, shared: set[str] | None = None) -> None:
         for key in self.longest:
             if key in present:
                 if key in self.missing_since:
@@ -50,15 +53,20 @@ class ClassWatch:
                     self.longest[key] = max(self.longest[key], gap)
             else:
                 self.missing_since.setdefault(key, now)
+        for name in shared or ():
+            self.shared[name] = self.shared.get(name, 0) + 1
 
     def close(self, now: float) -> None:
         for key, since in self.missing_since.items():
             self.longest[key] = max(self.longest[key], now - since)
 
 
-def _present(toolbox: Toolbox, sandbox: Sandbox) -> set[str]:
+def _present(toolbox: Toolbox, sandbox: Sandbox) -> tuple[set[str], set[str]]:
+    """The keys present (`class X`, `name Y`), and the names served by more than one class."""
     names = class_names(toolbox, sandbox)
-    return {f"class {c}" for c in names} | {f"name {n}" for n in names.values() if n}
+    served = [n for n in names.values() if n]
+    shared = {n for n in served if served.count(n) > 1}
+    return {f"class {c}" for c in names} | {f"name {n}" for n in served}, shared
 
 
 @contextmanager
@@ -72,11 +80,11 @@ def watching_classes(toolbox: Toolbox, sandbox: Sandbox, kept: set[str]) -> Iter
     def poll() -> None:
         while not done.is_set():
             try:
-                present = _present(toolbox, sandbox)
+                present, shared = _present(toolbox, sandbox)
             except (SandboxError, interrupts.StoppedError, ValueError):
                 return
             watch.polls += 1
-            watch.observe(present, time.monotonic())
+            watch.observe(present, time.monotonic(), shared)
             done.wait(POLL_SECONDS)
 
     thread = threading.Thread(target=poll, daemon=True)

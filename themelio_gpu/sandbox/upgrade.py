@@ -74,6 +74,8 @@ class Report:
     new_pods: list[NewPod] = field(default_factory=list)
     class_gaps: dict[str, float] = field(default_factory=dict)
     class_polls: int = 0
+    class_shared: dict[str, int] = field(default_factory=dict)
+    """Name: the polls during the apply that saw two classes or more serve it."""
     classes_before: dict[str, str] = field(default_factory=dict)
     classes_after: dict[str, str] = field(default_factory=dict)
     crds: dict[str, str] = field(default_factory=dict)
@@ -355,6 +357,7 @@ class Upgrade:
         }
         report.class_gaps = {k: round(v, 1) for k, v in watch.longest.items() if k in after_keys}
         report.class_polls = watch.polls
+        report.class_shared = dict(sorted(watch.shared.items()))
         report.slices_republished = cluster_changes.republish_changed_slices(head, sandbox, tools)
         # NVIDIA's controller of the new chart, then its driver upgrade (GPU pods deleted, nodes cordoned and
         # uncordoned) before the workloads are read and the second plan is made.

@@ -42,6 +42,7 @@ def as_json(report: Report) -> dict[str, Any]:
         "new_pods": [{"name": p.name, **dataclasses.asdict(p.seen)} for p in report.new_pods],
         "class_gaps": report.class_gaps,
         "class_polls": report.class_polls,
+        "class_shared": report.class_shared,
         "classes_before": report.classes_before,
         "classes_after": report.classes_after,
         "crds": report.crds,
@@ -117,6 +118,11 @@ def as_text(report: Report) -> str:
             else "none of those kept was ever missing"
         )
     )
+    for name, polls in report.class_shared.items():
+        lines.append(
+            f"{name}: served by two DeviceClasses or more in {polls} of {report.class_polls} polls (the one created "
+            "later is picked)"
+        )
     changed_classes = {
         c: (report.classes_before.get(c), report.classes_after.get(c))
         for c in sorted(set(report.classes_before) | set(report.classes_after))
