@@ -53,6 +53,9 @@ class Server:
     removing: int = 0
     """GETs of the namespace still answered after its DELETE (being removed), before 404."""
     log: list[str] = field(default_factory=list)
+    webhook_refusals: int = 0
+    """POSTs refused first by a webhook that has not seen the namespace `unknown` yet (Kueue's, under load)."""
+    unknown: str = ""
 
 
 @pytest.fixture
@@ -87,6 +90,13 @@ def server(tmp_path: Path) -> Iterator[tuple[Server, Path]]:
         def do_POST(self) -> None:
             length = int(self.headers["Content-Length"])
             state.log.append(f"POST {self.path} {json.loads(self.rfile.read(length))['metadata']['name']}")
+            if state.webhook_refusals:
+                state.webhook_refusals -= 1
+                message = (
+                    f'admission webhook "mpod.kb.io" denied the request: Namespace "{state.unknown}" not found'
+                )
+                self._answer(400, {"kind": "Status", "message": message})
+                return
             self._answer(201, {})
 
         def do_GET(self) -> None:
@@ -161,3 +171,18 @@ def test_a_fresh_namespace_waits_until_one_of_that_name_being_removed_is_gone(se
     namespace = "/api/v1/namespaces/x"
     assert state.log == [f"DELETE {namespace}?gracePeriodSeconds=0", *[f"GET {namespace}"] * 3,
                          "POST /api/v1/namespaces x"]  # fmt: skip
+
+
+def test_a_webhook_that_has_not_seen_the_new_namespace_yet_is_asked_again(server: tuple[Server, Path]) -> None:
+    """Kueue's pod webhook refused a pod in a namespace created a moment before (its cache lagged, in CI under
+    load): the creation is asked again until it is accepted; the same refusal for another namespace is final."""
+    state, kubeconfig = server
+    api = Rest(kubeconfig)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "q"}}
+    state.webhook_refusals, state.unknown = 2, "q"
+    assert api.create(pod) is None
+    assert state.log == [f"POST {path('Pod', 'q')} p"] * 3
+    state.webhook_refusals, state.unknown = 5, "elsewhere"
+    refused = api.create(pod)
+    assert refused is not None and 'Namespace "elsewhere" not found' in refused and state.webhook_refusals == 4
+    api.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import ssl
 import time
 import urllib.parse
@@ -21,6 +22,13 @@ import yaml
 from themelio_gpu.sandbox.errors import SandboxError
 
 TIMEOUT_SECONDS = 60.0
+WEBHOOK_CACHE_SECONDS = 15.0
+"""How long a creation refused by a webhook that does not know its namespace yet is asked again."""
+_NAMESPACE_UNKNOWN = re.compile(
+    r'admission webhook "[^"]+" denied the request: .*namespaces? "([^"]+)" not found', re.I
+)
+"""A webhook's cache has not yet seen a namespace created a moment before (Kueue's pod webhook `mpod.kb.io`,
+seen in CI under load): the API server holds it, so the creation is asked again."""
 
 _GROUPS = {
     "Namespace": ("/api/v1", "namespaces", False),
@@ -131,10 +139,18 @@ class Rest:
         return [{"apiVersion": listed["apiVersion"], "kind": kind, **item} for item in listed["items"]]
 
     def create(self, document: dict[str, Any]) -> str | None:
-        """Create the object; None, or the API server's refusal (its message)."""
+        """Create the object; None, or the API server's refusal (its message). A refusal by a webhook that has
+        not seen the object's namespace yet is asked again (WEBHOOK_CACHE_SECONDS)."""
         namespace = document.get("metadata", {}).get("namespace")
-        answer = self.request("POST", path(document["kind"], namespace), document)
-        return None if answer.status in (200, 201) else answer.message
+        deadline = time.monotonic() + WEBHOOK_CACHE_SECONDS
+        while True:
+            answer = self.request("POST", path(document["kind"], namespace), document)
+            if answer.status in (200, 201):
+                return None
+            unknown = _NAMESPACE_UNKNOWN.search(answer.message)
+            if unknown is None or unknown.group(1) != namespace or time.monotonic() > deadline:
+                return answer.message
+            time.sleep(0.5)
 
     def create_all(self, documents: list[dict[str, Any]]) -> None:
         """Create each object; a refusal is a SandboxError."""
