@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ import yaml
 
 from tests.checkout import UserFleetGuard, checkout_paths
 from tests.skip_summary import write_skip_summary
+from themelio_gpu import interrupts
 from themelio_gpu.changes.cache import CACHE_ENV as CHANGED_CACHE_ENV
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.model import Fleet
@@ -96,10 +98,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     # Setup (session and module fixtures included), call and teardown of the test run under the guard.
     USER_FLEET_GUARD.test = None if item.get_closest_marker("user_fleet") else item.nodeid
+    # A test that runs a command in this process gets the command's signal handlers (interrupts.install):
+    # given back after it, so that SIGTERM still ends the test run (CI stops `make test` with it).
+    handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
     try:
         yield
     finally:
         USER_FLEET_GUARD.test = None
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -94,3 +94,23 @@ def test_a_signal_while_the_command_exits_changes_nothing() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (130, "")
+
+
+def test_a_test_that_runs_a_command_in_process_gives_sigterm_back(tmp_path: Path) -> None:
+    """The test run's conftest gives back the signal handlers a test's in-process command installed: otherwise
+    SIGTERM raises `Interrupted` in whichever test runs next and the run goes on (CI stops `make test` so)."""
+    (tmp_path / "test_signals.py").write_text(
+        "import signal\n"
+        "from themelio_gpu import interrupts\n"
+        "def test_a_command_installs() -> None:\n"
+        "    interrupts.install()\n"
+        "def test_the_next_has_the_default() -> None:\n"
+        "    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL\n",
+        encoding="utf-8",
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
+         "--rootdir", str(tmp_path), str(tmp_path / "test_signals.py")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:]
