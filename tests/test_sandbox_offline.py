@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +352,23 @@ def test_a_pid_file_kwokctl_is_still_writing_is_no_component_that_ended(tmp_path
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (pids / "kube-scheduler.pid").write_text(gone.stdout)
     assert control_plane._ended(sandbox) == ["kube-scheduler"]
+
+
+def test_the_daemonsets_are_read_once_no_node_has_changed_for_a_while() -> None:
+    """A node Karpenter just launched gets NFD's labels, then NVIDIA's controller's, and only then the DaemonSet
+    controller counts it: its last write (creation, labels, taints; not the kubelet's status heartbeats) is when
+    the wait for quiet nodes starts (seen in CI: DaemonSets read before the new node was counted)."""
+    from themelio_gpu.sandbox.daemonsets import NODES_QUIET_SECONDS, _last_node_change
+
+    def node(created: str, *fields: tuple[str, str | None]) -> dict[str, Any]:
+        managed = [
+            {"manager": m, "time": t, **({"subresource": "status"} if m == "kwok" else {})} for m, t in fields
+        ]
+        return {"metadata": {"creationTimestamp": created, "managedFields": managed}}
+
+    old = node("2026-12-07T00:00:00Z", ("kube-controller-manager", "2026-12-07T00:00:05Z"))
+    launched = node("2026-12-07T00:10:00Z", ("nfd-worker", "2026-12-07T00:10:02Z"), ("gpu-operator", "2026-12-07T00:10:09Z"),
+                    ("kwok", "2026-12-07T00:10:30Z"))  # fmt: skip
+    assert _last_node_change([old]) == datetime(2026, 12, 7, 0, 0, 5, tzinfo=UTC).timestamp()
+    assert _last_node_change([old, launched]) == datetime(2026, 12, 7, 0, 10, 9, tzinfo=UTC).timestamp()
+    assert _last_node_change([]) == 0.0 and NODES_QUIET_SECONDS >= 5

@@ -20,7 +20,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,10 @@ WAIT_SECONDS = 60.0
 QUIET_SECONDS = 12.0
 """How long pods the scheduler found no node for must stay so before that is its answer: longer than its longest
 backoff (podMaxBackoffSeconds, 10 s by default), so a pod it would try again has been tried again."""
+NODES_QUIET_SECONDS = 8.0
+"""How long after the last change to a node's labels, taints or existence the DaemonSets are read: a node
+Karpenter just launched is labelled by NFD, then by NVIDIA's controller, and only then does the DaemonSet
+controller count it (until then every DaemonSet looks settled without it: seen in CI under load)."""
 MODEL_ONLY = "created by the GPU Operator's controller, which does not run here ({}): verify's prediction only"
 UNKNOWN = "verify renders no such DaemonSet from the cluster's charts"
 RUNTIME = (
@@ -162,6 +168,20 @@ def _unschedulable(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def _last_node_change(nodes: list[dict[str, Any]]) -> float:
+    """When a node was last created or its metadata or spec written (its managedFields' times; status updates,
+    the kubelet's heartbeats, excluded), as seconds since the epoch; 0 with none."""
+    times = []
+    for node in nodes:
+        metadata = node.get("metadata") or {}
+        stamps = [metadata.get("creationTimestamp")]
+        stamps += [f.get("time") for f in metadata.get("managedFields") or [] if f.get("subresource") != "status"]
+        for stamp in stamps:
+            with suppress(TypeError, ValueError):
+                times.append(datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp())
+    return max(times, default=0.0)
+
+
 def _placement(daemonsets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[tuple[str, list[str], int]]:
     """What changes while the controller and the scheduler work: each DaemonSet's bound nodes and pending pods."""
     return [(d["metadata"]["uid"], *bound_nodes(d, pods)) for d in daemonsets]
@@ -178,6 +198,7 @@ def compare(
     last: list[tuple[str, list[str], int]] = []
     quiet_since = time.monotonic()
     while True:
+        nodes_quiet = time.time() - _last_node_change(api.items("Node")) >= NODES_QUIET_SECONDS
         daemonsets = api.items("DaemonSet")
         pods = api.items("Pod")
         now = time.monotonic()
@@ -185,7 +206,8 @@ def compare(
         if placement != last:
             last, quiet_since = placement, now
         quiet = now - quiet_since >= QUIET_SECONDS
-        if settled(daemonsets, pods) or (quiet and settled(daemonsets, pods, refused=True)) or now > deadline:
+        done = settled(daemonsets, pods) or (quiet and settled(daemonsets, pods, refused=True))
+        if (done and nodes_quiet) or now > deadline:
             break
         time.sleep(0.5)
     return rows_of(daemonsets, pods, predicted, set(gpu_nodes(sandbox)), operator_absent)
