@@ -17,6 +17,7 @@ import pytest
 
 from tests.test_output_folder import _gone_within
 from themelio_gpu import interrupts
+from themelio_gpu.sandbox.supervisor import stat
 
 
 @pytest.fixture
@@ -69,14 +70,8 @@ def test_an_interrupted_command_ends_with_every_process_it_started(installed: No
     # later on a loaded machine, and its pid may be reused by then: only a `sleep 60` under that pid and in the
     # command's process group counts (CI once saw another `sleep 60` there).
     left = _gone_within({grandchild}, 5.0)
-    assert not left or _command_line(grandchild) != "sleep 60" or _group_of(grandchild) != group
-
-
-def _group_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
-    except (OSError, ValueError, IndexError):
-        return None
+    found = stat(grandchild)
+    assert not left or _command_line(grandchild) != "sleep 60" or found is None or found[1] != group
 
 
 def _command_line(pid: int) -> str:

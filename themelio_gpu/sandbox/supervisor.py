@@ -78,14 +78,19 @@ class Process:
         return self.name.startswith(COMMAND)
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command's name (which may hold spaces and parentheses), from the
+    state on; None if there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def stat(pid: int) -> tuple[str, int, int] | None:
     """(state, process group, start time) of a process, from /proc/<pid>/stat; None if there is none."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
-        return None
-    fields = text.rsplit(")", 1)[1].split()  # after the command's name, which may hold spaces and parentheses
-    return fields[0], int(fields[2]), int(fields[19])
+    fields = _stat_fields(pid)
+    return None if fields is None else (fields[0], int(fields[2]), int(fields[19]))
 
 
 _KERNEL_THREAD = 0x00200000
@@ -102,11 +107,8 @@ def _environment_of(pid: int) -> bytes:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
         if raw or time.monotonic() > deadline:
             return raw
-        try:
-            flags = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[6])
-        except (OSError, ValueError, IndexError):
-            return raw
-        if flags & _KERNEL_THREAD:
+        fields = _stat_fields(pid)
+        if fields is None or int(fields[6]) & _KERNEL_THREAD:
             return raw
         time.sleep(0.01)
 
