@@ -270,17 +270,12 @@ SCENARIOS: tuple[Scenario, ...] = (
             plan={
                 LABELS.format(pool="spare", node="day2-spare-0"): "destroy",
                 TAINTS.format(pool="spare", node="day2-spare-0"): "destroy",
-                # The operator's operands, NFD's worker and the DRA kubelet plugin tolerate every pool's taints
-                # (derived): the spare pool's go from both releases' values.
+                # NFD's worker tolerates every pool's taints (derived): the spare pool's go from its values. The
+                # operands and the DRA kubelet plugin tolerate every taint: their values, the driver DaemonSet's
+                # template and the DRA release stay as they are, so no driver pod restarts.
                 OPERATOR: "update",
-                DRA: "update",
             },
             drift=frozenset({TAINTS.format(pool="spare", node="day2-spare-0")}),
-            # The spare pool's taint leaves daemonsets.tolerations, so the driver DaemonSet's template changes:
-            # NVIDIA's 26.7.0 upgrade controller restarts every driver pod, node by node, cordoned; the driver's
-            # own configuration is unchanged, so it is a restart-only change (internal/predicates/restart_only.go)
-            # and no workload is deleted.
-            driver_upgrade=True,
             nodes={
                 "day2-spare-0": {
                     "labels": {"gpu.themelio.io/pool": None, "nvidia.com/gpu": None, "admin.example/rack": "r1"},
@@ -295,6 +290,36 @@ SCENARIOS: tuple[Scenario, ...] = (
             ("taint", "node", "day2-spare-0", "admin.example/maintenance=true:NoSchedule"),
         ),
         cleanup=(("label", "node", "day2-spare-0", "admin.example/rack-"),),
+        ci=False,
+    ),
+    Scenario(
+        "pool-added",
+        "a pool added on the node the removed one left, with a taint no pool had (only NFD's worker restarts)",
+        (
+            (
+                STACK_FILE,
+                "catalogConfigMap:",
+                "  - name: standby\n    product: l4\n    gpusPerNode: 2\n    taints:\n"
+                "      - {key: nvidia.com/gpu, value: present, effect: NoSchedule}\n"
+                '      - {key: themelio.io/standby, value: "true", effect: NoSchedule}\n'
+                "    provisioning:\n      static:\n        nodes: [day2-spare-0]\ncatalogConfigMap:",
+            ),
+        ),
+        Expected(
+            plan={
+                LABELS.format(pool="standby", node="day2-spare-0"): "create",
+                TAINTS.format(pool="standby", node="day2-spare-0"): "create",
+                # NFD's worker must reach the new taint; the operands and the DRA kubelet plugin tolerate every
+                # taint already: the driver DaemonSet's template is unchanged, and no driver pod restarts.
+                OPERATOR: "update",
+            },
+            nodes={
+                "day2-spare-0": {
+                    "labels": {"gpu.themelio.io/pool": "standby", "nvidia.com/gpu": "true"},
+                    "taints": ["nvidia.com/gpu=present:NoSchedule", "themelio.io/standby=true:NoSchedule"],
+                }
+            },
+        ),
         ci=False,
     ),
     Scenario(

@@ -329,9 +329,14 @@ def test_a_dangerous_change_points_at_its_day_two_scenario(
         ({"version": "v26.7.0", "values": ["driver: {version: 580.126.20}\n"]},
          {"version": "v26.7.0", "values": ["driver: {version: 580.126.20}\ndcgmExporter: {enabled: false}\n"]},
          False),
-        # A pool removed: its taint leaves the operands' tolerations, and the driver DaemonSet's template with it.
+        # The operands' tolerations changed (a cluster's own values): the driver DaemonSet's template with them.
         ({"version": "v26.7.0", "values": ["daemonsets: {tolerations: [{key: a}, {key: b}]}\n"]},
          {"version": "v26.7.0", "values": ["daemonsets: {tolerations: [{key: a}]}\n"]}, True),
+        # NFD's worker tolerations changed (a tainted pool added or removed): the driver's template is not.
+        ({"version": "v26.7.0", "values": ["daemonsets: {tolerations: [{operator: Exists}]}\n"
+                                           "node-feature-discovery: {worker: {tolerations: [{key: a}]}}\n"]},
+         {"version": "v26.7.0", "values": ["daemonsets: {tolerations: [{operator: Exists}]}\n"
+                                           "node-feature-discovery: {worker: {tolerations: []}}\n"]}, False),
     ],
 )  # fmt: skip
 def test_a_gpu_operator_chart_or_driver_update_is_dangerous_and_says_which_pods_nvidia_deletes(

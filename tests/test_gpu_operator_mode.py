@@ -23,6 +23,7 @@ from themelio_gpu.dryrun.resourceslices import load_resourceslices
 from themelio_gpu.inputs.catalog.names import DEFAULT_NAMES
 from themelio_gpu.inputs.catalog.selectors import CHART_CLASS_SELECTORS
 from themelio_gpu.k8s.nvidia import GPU_CLASS, MIG_CONFIG
+from themelio_gpu.k8s.scheduling import TaintSpec, untolerated
 from themelio_gpu.live.device_classes import expected_device_classes
 from themelio_gpu.plan.fleet import load_fleet
 from themelio_gpu.plan.helm.values import CONTROL_PLANE_TOLERATION, gpu_pool_tolerations
@@ -66,9 +67,10 @@ def test_one_operator_release_with_a_gpu_cluster_and_no_cluster_policy(fleet: Fl
     assert values["clusterPolicy"] == {"deployCR": False}
     assert values["gpuCluster"] == {"deployCR": True}
     assert values["draDriver"]["computeDomains"] == {"enabled": plan.definition.dra_driver.compute_domains}
-    # The GPUCluster's DaemonSets take daemonsets.tolerations; NFD must reach the nodes to label them.
+    # The GPUCluster's DaemonSets take daemonsets.tolerations (every taint); NFD must reach the nodes to label
+    # them.
     tolerations = gpu_pool_tolerations(plan.pools)
-    assert values["daemonsets"] == {"tolerations": tolerations}
+    assert values["daemonsets"] == {"tolerations": [{"operator": "Exists"}]}
     assert values["node-feature-discovery"]["worker"]["tolerations"] == [
         CONTROL_PLANE_TOLERATION,
         *tolerations,
@@ -78,11 +80,16 @@ def test_one_operator_release_with_a_gpu_cluster_and_no_cluster_policy(fleet: Fl
 
 
 def test_custom_taints_reach_every_toleration_list(fleet: Fleet) -> None:
+    """NFD's worker tolerates each custom taint by its key and effect; the operands tolerate every taint."""
     values = plan_of(fleet, "gpu-forge").operator_values
-    keys = {(t["key"], t["effect"]) for t in values["daemonsets"]["tolerations"]}
-    assert {("themelio.io/dedicated", "NoSchedule"), ("themelio.io/maintenance", "NoExecute")} <= keys
-    nfd = {(t["key"], t["effect"]) for t in values["node-feature-discovery"]["worker"]["tolerations"]}
-    assert keys < nfd
+    custom = [
+        {"key": "themelio.io/dedicated", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "themelio.io/maintenance", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    nfd = values["node-feature-discovery"]["worker"]["tolerations"]
+    assert all(t in nfd for t in custom)
+    taints = [TaintSpec(t["key"], "any", t["effect"]) for t in custom]
+    assert not untolerated(values["daemonsets"]["tolerations"], taints)
 
 
 def test_host_driver_leaves_the_driver_alone(fleet: Fleet) -> None:

@@ -96,7 +96,7 @@ def test_renders_a_gpu_cluster_with_the_derived_values_and_no_cluster_policy(
     assert gpu_cluster["metadata"]["name"] == "gpu-cluster"
     spec = gpu_cluster["spec"]
     tolerations = gpu_pool_tolerations(plan.pools)
-    assert spec["daemonsets"]["tolerations"] == tolerations
+    assert spec["daemonsets"]["tolerations"] == [{"operator": "Exists"}]
     assert spec["draDriver"]["computeDomains"]["enabled"] is plan.definition.dra_driver.compute_domains
     assert spec["draDriver"]["version"] == "v0.5.0"
     drivers = of_kind(objects, "NVIDIADriver")
@@ -105,7 +105,7 @@ def test_renders_a_gpu_cluster_with_the_derived_values_and_no_cluster_policy(
     else:
         (driver,) = drivers
         assert int(str(driver["spec"]["version"]).split(".")[0]) >= 580
-        assert driver["spec"]["tolerations"] == tolerations
+        assert driver["spec"]["tolerations"] == [{"operator": "Exists"}]
         assert spec["hostPaths"]["driverInstallDir"] == "/run/nvidia/driver"
     gates = plan.definition.gpu_operator.values.get("draDriver", {}).get("featureGates")
     assert spec["draDriver"].get("featureGates") == gates

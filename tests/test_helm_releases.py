@@ -97,7 +97,8 @@ def test_dra_cluster_with_mig_and_operator_driver(example_fleet: Fleet) -> None:
         # Helm never upgrades crds/: the chart's pre-upgrade hook does (docs/day-two.md).
         "operator": {"upgradeCRD": True},
         "cdi": {"enabled": True},
-        "daemonsets": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+        # Every taint: the driver's template stays the same as pools come and go (values.NODE_AGENT_TOLERATIONS).
+        "daemonsets": {"tolerations": [{"operator": "Exists"}]},
         "devicePlugin": {"enabled": False},
         "driver": {
             "enabled": True,
@@ -137,23 +138,20 @@ def test_dra_cluster_with_host_drivers(example_fleet: Fleet) -> None:
     assert plan.operator_values["toolkit"] == {"enabled": False}
     assert plan.operator_values["migManager"] == {"enabled": False}
     assert plan.dra_values["nvidiaDriverRoot"] == "/"
-    # Derived from the pools' taints, including the custom one of the H100 pool.
-    assert plan.dra_values["kubeletPlugin"]["tolerations"] == [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-        {"key": "themelio.io/reserved", "operator": "Exists", "effect": "NoSchedule"},
-    ]
+    # Every taint, the H100 pool's custom one among them; its node selector keeps it on the DRA pools.
+    assert plan.dra_values["kubeletPlugin"]["tolerations"] == [{"operator": "Exists"}]
     # The user override is merged over the derived values.
     assert plan.dra_values["logVerbosity"] == "6"
 
 
 def test_every_operand_tolerates_every_pool_taint(example_fleet: Fleet) -> None:
-    """gpu-west's H100 pool carries themelio.io/reserved: NFD's worker and the ClusterPolicy operands must
-    tolerate it as the DRA plugin does, or NFD never labels those nodes and nothing else starts there."""
+    """gpu-west's H100 pool carries themelio.io/reserved: NFD's worker must tolerate it, or NFD never labels
+    those nodes and nothing else starts there; the ClusterPolicy's operands tolerate every taint."""
     plan = example_fleet.cluster("gpu-west")
     assert plan is not None
     gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     reserved = {"key": "themelio.io/reserved", "operator": "Exists", "effect": "NoSchedule"}
-    assert plan.operator_values["daemonsets"]["tolerations"] == [gpu, reserved]
+    assert plan.operator_values["daemonsets"]["tolerations"] == [{"operator": "Exists"}]
     assert plan.operator_values["node-feature-discovery"]["worker"]["tolerations"] == [
         {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
         gpu,

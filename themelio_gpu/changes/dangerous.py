@@ -136,8 +136,8 @@ def _namespace(config: Any, first: str) -> Found:
 
 DRIVER_TEMPLATE_VALUES = ("driver", "daemonsets")
 """The GPU Operator values its driver DaemonSet's template is made from (besides the chart's version): the driver's
-own, and what every operand DaemonSet gets (`daemonsets.tolerations`: the stack writes every GPU pool's taints
-there, so adding or removing a tainted pool changes it)."""
+own, and what every operand DaemonSet gets (`daemonsets`: the stack's tolerations there are every taint, so pools
+coming and going leave the template alone; a cluster's own values can still change either)."""
 
 
 def _driver_template_values(config: Any) -> dict[str, Any]:
@@ -176,9 +176,9 @@ def _operator_upgrade(before: Instance, after: Instance) -> Danger | None:
         )
     else:
         why = (
-            f"its values' {' and '.join(changed)} change the driver DaemonSet's template (a pool's taint added or "
-            "removed changes daemonsets.tolerations): NVIDIA's upgrade controller restarts the driver pod node by "
-            "node, each node cordoned meanwhile; v26.7.0 does it without deleting workloads when the driver's own "
+            f"its values' {' and '.join(changed)} change the driver DaemonSet's template: NVIDIA's upgrade "
+            "controller restarts the driver pod node by node, each node cordoned meanwhile; v26.7.0 does it "
+            "without deleting workloads when the driver's own "
             f"configuration is unchanged (internal/predicates/restart_only.go); v26.3.3 registers no such path in its "
             f"source and would take the full flow, {deletes}"
         )

@@ -34,14 +34,23 @@ NFD_WORKER_DEFAULT_TOLERATIONS = (CONTROL_PLANE_TOLERATION, GPU_TOLERATION)
 OPERAND_DEFAULT_TOLERATIONS = (GPU_TOLERATION,)
 """`daemonsets.tolerations`: what the ClusterPolicy gives every operand DaemonSet."""
 
+EVERY_TAINT = {"operator": "Exists"}
+"""Tolerates every taint (an empty key with Exists matches every key, value and effect)."""
+NODE_AGENT_TOLERATIONS = (EVERY_TAINT,)
+"""The tolerations of the GPU Operator's operands (`daemonsets.tolerations`) and of the DRA kubelet plugin: every
+taint, so that they stay the same as pools come and go. They are part of the driver DaemonSet's template: a list
+that followed the pools' taints changed whenever a tainted pool was added or removed, and NVIDIA's upgrade
+controller then restarted the driver on every GPU node, one node at a time, each cordoned (docs/day-two.md, a
+pool removed). Their node selectors keep them on GPU nodes (NVIDIA's `nvidia.com/gpu.deploy.*` labels, the
+pools' `nvidia.com/dra-kubelet-plugin`), so a taint cannot keep them from a GPU node that needs them; like
+kube-proxy's, a NoExecute taint does not evict them either. NFD's worker, which runs on every node and whose
+restart disturbs nothing, tolerates only the GPU pools' taints."""
 
-def gpu_pool_tolerations(pools: Sequence[PoolContract], *, dra_only: bool = False) -> list[dict[str, str]]:
-    """Tolerations for every taint the cluster's GPU pools carry (or only its DRA pools'), derived once.
 
-    Every DaemonSet that must reach a GPU node (NFD worker, the operator's operands, the DRA kubelet plugin)
-    takes this same list: a pool tainted with anything it does not tolerate never gets its GPUs allocatable.
-    """
-    keys = sorted({(t.key, t.effect) for p in pools if p.dra or not dra_only for t in p.taints})
+def gpu_pool_tolerations(pools: Sequence[PoolContract]) -> list[dict[str, str]]:
+    """Tolerations for every taint the cluster's GPU pools carry: NFD's worker takes them, since a pool it does
+    not label never gets the operator's operands, and so never its GPUs allocatable."""
+    keys = sorted({(t.key, t.effect) for p in pools for t in p.taints})
     return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in keys]
 
 
@@ -74,12 +83,12 @@ def operator_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -
         # Known issue before v26.7.0: the driver manager does not know the DRA kubelet plugin; this label
         # lets it evict it. From v26.7.0 the plugin selects nvidia.com/gpu.deploy.client instead.
         driver["manager"] = {"env": [{"name": "NODE_LABEL_FOR_GPU_POD_EVICTION", "value": DRA_KUBELET_PLUGIN}]}
-    # Every operand must reach every GPU pool: tolerate each pool taint, keeping the chart's defaults.
+    # NFD must reach every GPU pool to label it: it tolerates each pool taint, keeping the chart's defaults.
     tolerations = gpu_pool_tolerations(pools)
     return {
         **UPGRADE_CRDS,
         "cdi": {"enabled": True},
-        "daemonsets": {"tolerations": with_chart_defaults(OPERAND_DEFAULT_TOLERATIONS, tolerations)},
+        "daemonsets": {"tolerations": with_chart_defaults(OPERAND_DEFAULT_TOLERATIONS, NODE_AGENT_TOLERATIONS)},
         # With DRA on every pool the device plugin must not run (NVIDIA's documented install). In a mixed
         # cluster it stays on and DRA nodes opt out through nvidia.com/gpu.deploy.device-plugin=false.
         "devicePlugin": {"enabled": device_plugin},
@@ -100,14 +109,14 @@ def gpu_cluster_operator_values(cluster: ClusterDefinition, pools: Sequence[Pool
 
     The GPUCluster exposes no kubelet-plugin nodeSelector: the operator runs the plugin on every node it
     labels `nvidia.com/gpu.deploy.dra-driver=true`, i.e. every node where NFD found an NVIDIA GPU. So what
-    this stack controls is that NFD's worker and the GPUCluster's DaemonSets (`daemonsets.tolerations`, which
-    the chart copies into the GPUCluster) tolerate every taint of the pools, from the one derivation.
+    this stack controls is that NFD's worker tolerates every taint of the pools and the GPUCluster's DaemonSets
+    (`daemonsets.tolerations`, which the chart copies into the GPUCluster) every taint at all.
     """
     tolerations = gpu_pool_tolerations(pools)
     values: dict[str, Any] = {
         **UPGRADE_CRDS,
         "clusterPolicy": {"deployCR": False},
-        "daemonsets": {"tolerations": with_chart_defaults(OPERAND_DEFAULT_TOLERATIONS, tolerations)},
+        "daemonsets": {"tolerations": with_chart_defaults(OPERAND_DEFAULT_TOLERATIONS, NODE_AGENT_TOLERATIONS)},
         "draDriver": {"computeDomains": {"enabled": cluster.dra_driver.compute_domains}},
         "gpuCluster": {"deployCR": True},
         "node-feature-discovery": {
@@ -137,8 +146,7 @@ def dra_driver_values(cluster: ClusterDefinition, pools: Sequence[PoolContract])
         "image": {"pullPolicy": "IfNotPresent"},
         "kubeletPlugin": {
             "nodeSelector": node_selector,
-            # Tolerate exactly the taints this cluster's DRA pools carry.
-            "tolerations": gpu_pool_tolerations(pools, dra_only=True),
+            "tolerations": [dict(t) for t in NODE_AGENT_TOLERATIONS],
         },
         "nvidiaDriverRoot": DRIVER_ROOT_HOST if cluster.host_driver else DRIVER_ROOT_OPERATOR,
         # Explicit, so rendering never depends on API discovery (the chart fails without a v1 API).
