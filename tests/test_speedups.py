@@ -69,3 +69,39 @@ def test_every_command_refuses_a_wrong_switch_before_any_work(tmp_path: Path) ->
     )
     assert result.returncode == 2
     assert result.stderr.startswith("THEMELIO_SPEEDUPS_OFF: turbo is not a speed-up;")
+
+
+def test_the_fleet_is_read_with_the_collector_paused_and_it_runs_again_after(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Speedup.PAUSED_COLLECTOR: paused while the fleet is read and planned, as it was after (also on a
+    problem), left alone when the caller paused it or the switch turns the speed-up off."""
+    import gc
+
+    import themelio_gpu.plan.fleet as fleet
+    from tests.conftest import FIXTURES
+    from themelio_gpu.inputs.problems import InputError
+
+    seen: list[bool] = []
+    real = fleet._load_fleet
+
+    def spying(*args: object) -> object:
+        seen.append(gc.isenabled())
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fleet, "_load_fleet", spying)
+    example = FIXTURES / "fleets" / "example"
+    assert gc.isenabled()
+    fleet.load_fleet(example / "catalog" / "gpu-catalog.yaml", example / "stacks")
+    with pytest.raises(InputError):
+        fleet.load_fleet(example / "catalog" / "no-such-catalog.yaml", example / "stacks")
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        fleet.load_fleet(example / "catalog" / "gpu-catalog.yaml", example / "stacks")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    monkeypatch.setenv(ENV, Speedup.PAUSED_COLLECTOR.value)
+    fleet.load_fleet(example / "catalog" / "gpu-catalog.yaml", example / "stacks")
+    assert seen == [False, False, False, True]

@@ -33,6 +33,7 @@ from themelio_gpu.plan.model import ClusterPlan, DeviceClassSpec, Fleet
 from themelio_gpu.plan.pools import karpenter_dra_pools, pool_contracts
 from themelio_gpu.plan.releases import dra_driver_release, operator_release
 from themelio_gpu.plan.terraform_version import required_terraform_version
+from themelio_gpu.speedups import paused_collector
 
 
 def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str] | None = None) -> Fleet:
@@ -40,6 +41,11 @@ def load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str
 
     `unchanged` (incremental synthesis only): cluster files that need not be read again, if their bytes
     are the ones given (inputs/clusters/files.py); they end up in `Fleet.reused`, not `Fleet.clusters`."""
+    with paused_collector():
+        return _load_fleet(catalog_path, stacks_dir, unchanged)
+
+
+def _load_fleet(catalog_path: Path, stacks_dir: Path, unchanged: Mapping[str, str] | None) -> Fleet:
     problems = Problems()
     catalog = load_catalog(catalog_path, problems, display_path(catalog_path))
     # The cluster files are read and checked even when the catalog is broken: one run shows everything.
