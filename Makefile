@@ -141,8 +141,10 @@ sandbox-check-fixtures: charts-all
 	  $(foreach fleet,$(wildcard tests/fixtures/fleets/*/),--fleet $(fleet)) $(ARGS)
 
 # Day two (docs/day-two.md): every scenario of tests/day_two.py upgraded one after the other on one sandbox
-# (`sandbox upgrade`), each report written to bench-results/day-two.json (the doc's figures). `make test`
-# runs the scenarios marked for CI only.
+# (`sandbox upgrade`), each report written to bench-results/day-two.json (the doc's figures), and each fixture
+# fleet that comes as a pair of revisions upgraded on a sandbox of its own (tests/test_fleet_pairs.py). `make
+# test` runs the scenarios marked for CI only.
 day-two: .venv/.synced
 	mkdir -p bench-results
-	THEMELIO_DAY_TWO=full THEMELIO_DAY_TWO_FIGURES=bench-results/day-two.json $(VENV)/pytest -q tests/test_day_two.py
+	THEMELIO_DAY_TWO=full THEMELIO_DAY_TWO_FIGURES=bench-results/day-two.json $(VENV)/pytest -q -s \
+	  tests/test_day_two.py tests/test_fleet_pairs.py

@@ -375,15 +375,15 @@ def git(repo: Path, *args: str) -> str:
     ).stdout  # fmt: skip
 
 
-def scratch_repository(repo: Path) -> str:
-    """A git repository holding this checkout's tool (so REF's own code is this code) and the day-two fleet,
-    one commit; returns its SHA."""
+def scratch_repository(repo: Path, fleet: Path = FLEET, stacks: Path | None = None) -> str:
+    """A git repository holding this checkout's tool (so REF's own code is this code) and a fleet (the day-two
+    fleet; `stacks` instead of the fleet's own), one commit; returns its SHA."""
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "themelio_gpu", repo / "themelio_gpu", ignore=ignore)
     for name in ("main.py", "Pipfile.lock"):
         shutil.copy(ROOT / name, repo / name)
-    shutil.copytree(FLEET / "catalog", repo / "catalog")
-    shutil.copytree(FLEET / "stacks", repo / "stacks")
+    shutil.copytree(fleet / "catalog", repo / "catalog")
+    shutil.copytree(stacks or fleet / "stacks", repo / "stacks")
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "day two: the fleet as deployed")
@@ -415,9 +415,11 @@ def themelio(
     )  # fmt: skip
 
 
-def upgrade(repo: Path, ref: str, env: Mapping[str, str]) -> tuple[int, dict[str, Any], str]:
-    """`sandbox upgrade day2 --from REF --json`: its exit code, report and standard error."""
-    result = themelio("sandbox", "upgrade", CLUSTER, "--from", ref, "--json", *fleet_flags(repo), env=env)
+def upgrade(
+    repo: Path, ref: str, env: Mapping[str, str], cluster: str = CLUSTER
+) -> tuple[int, dict[str, Any], str]:
+    """`sandbox upgrade CLUSTER --from REF --json`: its exit code, report and standard error."""
+    result = themelio("sandbox", "upgrade", cluster, "--from", ref, "--json", *fleet_flags(repo), env=env)
     try:
         report = json.loads(result.stdout)
     except ValueError:

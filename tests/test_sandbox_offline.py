@@ -372,3 +372,24 @@ def test_the_daemonsets_are_read_once_no_node_has_changed_for_a_while() -> None:
     assert _last_node_change([old]) == datetime(2026, 12, 7, 0, 0, 5, tzinfo=UTC).timestamp()
     assert _last_node_change([old, launched]) == datetime(2026, 12, 7, 0, 10, 9, tzinfo=UTC).timestamp()
     assert _last_node_change([]) == 0.0 and NODES_QUIET_SECONDS >= 5
+
+
+def test_a_node_the_sandbox_joins_after_up_is_in_the_baseline_as_created(tmp_path: Path) -> None:
+    """A pool an upgrade adds gets nodes the sandbox joins (the cloud's, as at `up`): `down` must compare what the
+    stack did to them with how they were created, not with nothing (seen: a renamed provisioned pool's new nodes
+    listed as labels and taints the stack left)."""
+    from themelio_gpu.sandbox.folder import Sandbox
+
+    sandbox = Sandbox("joined", root=tmp_path)
+    sandbox.folder.mkdir(parents=True)
+    baseline = {"objects": ["Namespace//default"], "nodes": {"old": {"labels": {"a": "1"}, "taints": []}}}
+    (sandbox.folder / "baseline.json").write_text(json.dumps(baseline))
+    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    joined = {"metadata": {"name": "new", "labels": {"gpu.themelio.io/pool": "edge"}}, "spec": {"taints": [taint]}}
+    inventory.record_joined_nodes(sandbox, [joined])
+    recorded = json.loads((sandbox.folder / "baseline.json").read_text())
+    assert recorded["objects"] == ["Namespace//default"]
+    assert recorded["nodes"] == {
+        "old": {"labels": {"a": "1"}, "taints": []},
+        "new": {"labels": {"gpu.themelio.io/pool": "edge"}, "taints": [json.dumps(taint, sort_keys=True)]},
+    }

@@ -40,6 +40,7 @@ from themelio_gpu.sandbox.cluster import (
     kubectl,
 )
 from themelio_gpu.sandbox.errors import SandboxError, SandboxUsageError
+from themelio_gpu.sandbox.inventory import record_joined_nodes
 from themelio_gpu.sandbox.nodes import SimulatedNode, simulated_nodes
 from themelio_gpu.sandbox.tools import Toolbox
 
@@ -146,6 +147,7 @@ def join_new_nodes(plan: ClusterPlan, sandbox: Sandbox, toolbox: Toolbox, kinds:
     if not new:
         return []
     create_all(toolbox, sandbox, [n.manifest for n in new])
+    record_joined_nodes(sandbox, [n.manifest for n in new])
     for node in new:
         status = json.dumps({"status": node.manifest["status"]})
         kubectl(toolbox, sandbox, "patch", "node", node.name, "--subresource=status", "--type=merge", "-p", status)

@@ -167,18 +167,30 @@ def node_contract(sandbox: Sandbox, toolbox: Toolbox) -> dict[str, Any]:
     result = interrupts.run([*kubectl, "get", "nodes", "-o", "json"])
     if result.returncode != 0:
         raise SandboxError(f"kubectl get nodes: {result.stderr.strip()}")
+    return {n["metadata"]["name"]: _contract_of(n) for n in json.loads(result.stdout)["items"]}
+
+
+def _contract_of(node: dict[str, Any]) -> dict[str, Any]:
     return {
-        n["metadata"]["name"]: {
-            "labels": _stack_keys(n["metadata"].get("labels", {})),
-            "taints": _stack_keys(n.get("spec", {}).get("taints", [])),
-        }
-        for n in json.loads(result.stdout)["items"]
+        "labels": _stack_keys(node["metadata"].get("labels", {})),
+        "taints": _stack_keys(node.get("spec", {}).get("taints", [])),
     }
 
 
 def record_baseline(sandbox: Sandbox, toolbox: Toolbox) -> None:
     baseline = {"objects": sorted(api_objects(sandbox, toolbox)), "nodes": node_contract(sandbox, toolbox)}
     (sandbox.folder / "baseline.json").write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
+
+
+def record_joined_nodes(sandbox: Sandbox, manifests: list[dict[str, Any]]) -> None:
+    """Nodes the sandbox joins after `up` (those of a pool an upgrade adds: the cloud's, not the stack's) go into
+    the baseline as they were created, so that `down` counts only what the stack did to them."""
+    path = sandbox.folder / "baseline.json"
+    if not path.is_file():
+        return
+    baseline = json.loads(path.read_text())
+    baseline["nodes"].update({m["metadata"]["name"]: _contract_of(m) for m in manifests})
+    path.write_text(json.dumps(baseline, indent=1, sort_keys=True) + "\n")
 
 
 def kept_by_helm(plan: ClusterPlan, charts: Path) -> set[str]:
