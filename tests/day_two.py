@@ -416,10 +416,12 @@ def themelio(
 
 
 def upgrade(
-    repo: Path, ref: str, env: Mapping[str, str], cluster: str = CLUSTER
+    repo: Path, ref: str, env: Mapping[str, str], charts: Path, cluster: str = CLUSTER
 ) -> tuple[int, dict[str, Any], str]:
-    """`sandbox upgrade CLUSTER --from REF --json`: its exit code, report and standard error."""
-    result = themelio("sandbox", "upgrade", cluster, "--from", ref, "--json", *fleet_flags(repo), env=env)
+    """`sandbox upgrade CLUSTER --from REF --json` with the charts of `charts` (not the checkout's chart cache,
+    which a fresh clone has not filled): its exit code, report and standard error."""
+    flags = [*fleet_flags(repo), "--charts", str(charts)]
+    result = themelio("sandbox", "upgrade", cluster, "--from", ref, "--json", *flags, env=env)
     try:
         report = json.loads(result.stdout)
     except ValueError:

@@ -94,7 +94,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
         # The fleet as deployed: the sandbox comes up at the first revision and gets its stack (an upgrade from
         # the revision to itself: nothing to plan), so that every scenario starts from a running cluster.
         started = time.monotonic()
-        code, report, err = day_two.upgrade(repo, revision, env)
+        code, report, err = day_two.upgrade(repo, revision, env, charts)
         state.reports["deployed"] = {**report, "suite_seconds": round(time.monotonic() - started, 1)}
         if code != 0 or report.get("plan"):
             state.broken = f"the first revision did not deploy (exit {code}): {err[-3000:]}"
@@ -143,7 +143,7 @@ def _run(chain: Chain, scenario: day_two.Scenario) -> None:
         for address in scenario.expected.drift:
             assert f"# {address} will be" in shown.stdout, address
     started = time.monotonic()
-    code, report, err = day_two.upgrade(chain.repo, base, chain.env)
+    code, report, err = day_two.upgrade(chain.repo, base, chain.env, chain.charts)
     report["suite_seconds"] = round(time.monotonic() - started, 1)
     chain.reports[scenario.name] = report
     problems = day_two.disagreements(report, scenario.expected)

@@ -94,14 +94,14 @@ def the_later_revision_applies_once_as_changed_says(pair: Pair, tmp_path: Path) 
     flags = [*day_two.fleet_flags(repo), "--charts", str(charts)]
     try:
         # The earlier revision deployed (an upgrade from itself: nothing to plan after it), then the later one.
-        code, report, err = day_two.upgrade(repo, earlier, env, pair.cluster)
+        code, report, err = day_two.upgrade(repo, earlier, env, charts, pair.cluster)
         assert code == 0 and not report.get("plan"), f"the earlier revision did not deploy (exit {code}): {err}"
         (repo / "stacks").joinpath(f"{pair.cluster}.yaml").write_text(
             (fleet / "stacks" / f"{pair.cluster}.yaml").read_text()
         )
         day_two.git(repo, "commit", "-q", "-am", f"{pair.fleet}: the fixture as it is")
         started = time.monotonic()
-        code, report, err = day_two.upgrade(repo, earlier, env, pair.cluster)
+        code, report, err = day_two.upgrade(repo, earlier, env, charts, pair.cluster)
         seconds = time.monotonic() - started
         problems = day_two.disagreements(report, day_two.Expected(pair.plan))
         assert code == 0, err[-3000:]
