@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CHECKPOINT_DISABLE := 1
 VENV := .venv/bin
 
-.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures day-two probe-mutations teardown-kills setup synth synth-python validate test check-fleet lint snapshots bench schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
+.PHONY: sandbox-tools sandbox-check sandbox-check-fixtures day-two probe-mutations teardown-kills setup synth synth-python validate test check-fleet lint snapshots bench bench-pull-request schemas lock render-gpucluster charts charts-all verify verify-fixtures terraform-check terraform-check-fixtures
 
 # The only target that installs Python packages; scripts/setup.sh takes a lock, so `make -j` cannot race it.
 .venv/.synced: Pipfile.lock
@@ -116,6 +116,11 @@ schemas: .venv/.synced
 bench: .venv/.synced
 	$(VENV)/python scripts/benchmark.py
 	$(VENV)/python scripts/sandbox_bench.py
+
+# The pull request's review alone (`changed --base-ref` and the generated workflow's job at 1,000 clusters, with
+# their goals; docs/performance.md): a few minutes instead of make bench's half hour.
+bench-pull-request: .venv/.synced
+	$(VENV)/python scripts/benchmark.py --only pull-request
 
 lock:
 	./scripts/lock.sh

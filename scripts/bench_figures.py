@@ -244,6 +244,11 @@ def _workflow_goals(changed: Mapping[str, Mapping[str, Any]]) -> list[dict[str, 
     ]
 
 
+def pull_request_goals(changed: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The goals of a pull request's review: `changed --base-ref`'s, and the generated workflow's job's."""
+    return [*_changed_goals(changed), *(_workflow_goals(changed) if "workflow_hit" in changed else [])]
+
+
 def derive(
     floors: Mapping[str, Mapping[str, Any]],
     example: Mapping[str, Any],
@@ -297,8 +302,7 @@ def derive(
             digits=0,
         ),
         *(_edit_goals(edits) if edits is not None else []),
-        *(_changed_goals(changed) if changed is not None else []),
-        *(_workflow_goals(changed) if changed is not None and "workflow_hit" in changed else []),
+        *(pull_request_goals(changed) if changed is not None else []),
     ]
     rows = ablated or []
     derived: dict[str, Any] = {

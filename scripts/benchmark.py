@@ -4,6 +4,7 @@ speed-up is worth.
 
 Usage (from the project root; `make bench` runs it with the defaults):
     .venv/bin/python scripts/benchmark.py [--sizes 1,10,100,1000] [--repeat 3] [--out FILE]
+    .venv/bin/python scripts/benchmark.py --only pull-request [--repeat 3]   # the pull request's review alone
 
 In one run (ratios only mean something within one run on the same machine), interleaved and repeated:
 the floors (`python -c "import cdktf"`, the app's import floor), `python main.py` on the example fleet and
@@ -46,6 +47,9 @@ from bench_figures import (  # noqa: E402
     ablation,
     derive,
     engine_import,
+    pull_request_goals,
+    render_changed,
+    render_goal,
     render_table,
 )
 from bench_fleet import (  # noqa: E402
@@ -64,6 +68,7 @@ from bench_workflow import WorkflowSeries, kept_synthesis  # noqa: E402
 
 DEFAULT_SIZES = (1, 10, 100, 1000)
 DEFAULT_OUT = PROJECT_ROOT / "bench-results" / "benchmark.json"
+DEFAULT_PULL_REQUEST_OUT = PROJECT_ROOT / "bench-results" / "pull-request.json"
 FLOOR_IMPORTS = (
     "import themelio_gpu.outputs.app, themelio_gpu.plan.fleet, themelio_gpu.constructs.gpu_cluster_stack"
 )
@@ -332,16 +337,7 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path, engine: str) ->
         "catalog": {**series["edit:catalog"].stats(), "expected": catalog_edit_clusters()},
         "one_cluster_fleet": series["1"].stats(),
     }
-    changed_figures = {
-        "one_cluster_fleet": edits["one_cluster_fleet"],
-        "one_cluster": {**series["changed:one-cluster"].stats(), "expected": one},
-        "one_cluster_no_head": series["changed:one-cluster:no-head"].stats(),
-        "one_cluster_no_head_warm": series["changed:one-cluster:no-head-warm"].stats(),
-        "catalog": {**series["changed:catalog"].stats(), "expected": catalog_edit_clusters()},
-        "tool": {**series["changed:tool"].stats(), "expected_stacks": CHANGED_TOOL_FLEET_SIZE},
-        "workflow_hit": {**series["workflow:hit"].stats(), "expected": one},
-        "workflow_miss": {**series["workflow:miss"].stats(), "expected": one},
-    }
+    changed_figures = _changed_figures(series)
     return {
         "floors": floors,
         "example": example,
@@ -351,6 +347,41 @@ def run_benchmark(sizes: Sequence[int], repeat: int, work: Path, engine: str) ->
         "changed": changed_figures,
         "derived": derive(floors, example, size_results, ablation(default, off), edits, changed_figures),
     }
+
+
+def _changed_figures(series: Mapping[str, Series]) -> dict[str, Any]:
+    """The figures of the pull request's review (`changed` and the generated workflow's job) from their Series."""
+    one = [cluster_name(EDITED_CLUSTER - 1)]
+    return {
+        "one_cluster_fleet": series["1"].stats(),
+        "one_cluster": {**series["changed:one-cluster"].stats(), "expected": one},
+        "one_cluster_no_head": series["changed:one-cluster:no-head"].stats(),
+        "one_cluster_no_head_warm": series["changed:one-cluster:no-head-warm"].stats(),
+        "catalog": {**series["changed:catalog"].stats(), "expected": catalog_edit_clusters()},
+        "tool": {**series["changed:tool"].stats(), "expected_stacks": CHANGED_TOOL_FLEET_SIZE},
+        "workflow_hit": {**series["workflow:hit"].stats(), "expected": one},
+        "workflow_miss": {**series["workflow:miss"].stats(), "expected": one},
+    }
+
+
+def run_pull_request(repeat: int, work: Path) -> dict[str, Any]:
+    """The pull request's review alone (`--only pull-request`): the one-cluster fleet's synthesis, then every
+    `changed --base-ref` scenario and the generated workflow's job, interleaved, with their goals."""
+    env = child_env()
+    edit_fleet, base = write_fleet(work / "fleet-edits", EDIT_FLEET_SIZE), work / "out-edits-base"
+    tool_fleet = write_fleet(work / f"fleet-{CHANGED_TOOL_FLEET_SIZE}", CHANGED_TOOL_FLEET_SIZE)
+    measure(main_py(*edit_fleet, "--outdir", str(base), "--quiet"), env)
+    series: dict[str, Series] = {
+        "1": Series(main_py(*write_fleet(work / "fleet-1", 1)), work / "out-1"),
+        **changed_series(work, env, edit_fleet, base, tool_fleet),
+    }
+    measure(tool("--help"), env)  # warm-up: page cache
+    for rep in range(1, repeat + 1):
+        for name, item in series.items() if rep % 2 else reversed(series.items()):
+            _progress(f"[{rep}/{repeat}] {name}: {item.run(env, rep)['wall_s']:.2f} s")
+    changed = _changed_figures(series)
+    goals = pull_request_goals(changed)
+    return {"changed": changed, "derived": {"goals": goals, "all_goals_met": all(g["ok"] for g in goals)}}
 
 
 def _progress(message: str) -> None:
@@ -392,7 +423,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; medians are reported")
     parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="JSON results (default bench-results/benchmark.json)"
+        "--out", type=Path, default=None, help="JSON results (default bench-results/benchmark.json)"
+    )
+    parser.add_argument(
+        "--only",
+        choices=("pull-request",),
+        help="only the pull request's review: every `changed --base-ref` scenario and the generated workflow's "
+        "job, with their goals (default out bench-results/pull-request.json)",
     )
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -412,7 +449,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     engine = selected()
     with tempfile.TemporaryDirectory(prefix="themelio-bench-") as work:
-        measured = run_benchmark(args.sizes, args.repeat, Path(work), engine.name)
+        if args.only:
+            measured = run_pull_request(args.repeat, Path(work))
+        else:
+            measured = run_benchmark(args.sizes, args.repeat, Path(work), engine.name)
     result = {
         "schema": 5,
         "machine": machine,
@@ -425,10 +465,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         **measured,
     }
-    print(render_table(result))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {args.out}")
+    if args.only:
+        print("\n".join([*render_changed(result["changed"]), "", *map(render_goal, result["derived"]["goals"])]))
+    else:
+        print(render_table(result))
+    out = args.out or (DEFAULT_PULL_REQUEST_OUT if args.only else DEFAULT_OUT)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {out}")
     return 0
 
 
