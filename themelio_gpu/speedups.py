@@ -40,6 +40,9 @@ class Speedup(enum.Enum):
     (paused_collector): what it builds is kept and holds no cycles to find, while the collector's passes over
     the growing heap took about a tenth of its CPU at 1,000 cluster files. Reference counting still frees
     everything; anything cyclic left is collected once the collector runs again."""
+    ENGINE_AHEAD = "engine-ahead"
+    """`changed` without --head: the engine loads in a thread while the head's cluster files are read (at least
+    300 of them; outputs/engine_load.py), so that node's share of the load runs on another CPU."""
     SKIP_PREPARE_PASS = "skip-prepare-pass"
     """cdktf only: the preparing pass, which resolves every element once more only to find references to
     other stacks, is skipped (GpuClusterStack.prepare_stack, a public method; cdktn keeps its own pass, which

@@ -32,6 +32,7 @@ from themelio_gpu.engine import Engine
 from themelio_gpu.inputs.clusters.files import cluster_definition_files
 from themelio_gpu.inputs.problems import Problems
 from themelio_gpu.inputs.yaml_input import display_path
+from themelio_gpu.outputs.engine_load import engine_loaded_meanwhile
 from themelio_gpu.outputs.stack_folders import STACK_FILE, STACKS_FOLDER
 from themelio_gpu.outputs.stack_inputs import EMPTY, Index, file_digest, fleet_key, plan_digests, read_index
 from themelio_gpu.outputs.synth import intact_records, output_target
@@ -175,14 +176,17 @@ def fleet_side(
     shown_of: dict[str, tuple[str, str]] = {}
     """Name -> (file as shown, SHA-256) of every cluster file that can be left unread."""
     unchanged: dict[str, str] = {}
-    for path in _one_file_per_name(cluster_definition_files(paths.stacks_dir, Problems())) if reuse else ():
+    files = _one_file_per_name(cluster_definition_files(paths.stacks_dir, Problems()))
+    for path in files if reuse else ():
         shown, sha = display_path(path, cwd), file_digest(path)
         if sha is None:
             continue
         shown_of[path.stem] = (shown, sha)
         if in_output.get(shown) == sha or _checked_key(path.stem, sha) in checked:
             unchanged[shown] = sha
-    fleet = load_fleet(paths.catalog, paths.stacks_dir, unchanged)
+    # The engine loads meanwhile (outputs/engine_load.py): the stacks that differ are synthesized next.
+    with engine_loaded_meanwhile(len(files) - len(unchanged)):
+        fleet = load_fleet(paths.catalog, paths.stacks_dir, unchanged)
     stacks: dict[str, Stack] = {}
     for plan in fleet.clusters:
         known = shown_of.get(plan.name)
