@@ -121,7 +121,7 @@ def plan_cluster(
     dra_mode.check_operator_values(cluster, operator.values, file, problems)
     releases = [operator]
     if dra and not by_operator:
-        releases.append(dra_driver_release(cluster, pools, file, problems, mirror, root))
+        releases.append(dra_driver_release(cluster, file, problems, mirror, root))
     for message in k8s_names.dns1123_label(cluster.gpu_operator.namespace):
         problems.add(file, ("gpuOperator", "namespace"), message)
     config_map = config_map_spec(cluster, names)

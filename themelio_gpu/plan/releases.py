@@ -63,7 +63,6 @@ def operator_release(
 
 def dra_driver_release(
     cluster: ClusterDefinition,
-    pools: Sequence[PoolContract],
     file: str,
     problems: Problems,
     mirror: str | None = None,
@@ -75,7 +74,7 @@ def dra_driver_release(
     dra_values = _merged_values(
         cluster.dra_driver.chart,
         cluster.dra_driver.version,
-        helm_values.dra_driver_values(cluster, pools),
+        helm_values.dra_driver_values(cluster),
         cluster.dra_driver.values,
         file,
         "draDriver",

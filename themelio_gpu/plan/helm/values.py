@@ -135,7 +135,7 @@ def gpu_cluster_operator_values(cluster: ClusterDefinition, pools: Sequence[Pool
     return values
 
 
-def dra_driver_values(cluster: ClusterDefinition, pools: Sequence[PoolContract]) -> dict[str, Any]:
+def dra_driver_values(cluster: ClusterDefinition) -> dict[str, Any]:
     release = cluster.dra_driver
     node_selector = {DRA_KUBELET_PLUGIN: "true"}
     if operator_restarts_gpu_clients(cluster.gpu_operator.version):
