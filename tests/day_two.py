@@ -89,6 +89,17 @@ def _pool_labels(pool: str) -> dict[str, Any]:
     return {"gpu.themelio.io/pool": pool}
 
 
+def _spare_node_pool(name: str, taint: str, effect: str) -> str:
+    """The fleet file's text of a static L4 pool on node day2-spare-0 with the GPU taint and `taint=true:effect`
+    (the fixture's spare pool, or a pool added in its place)."""
+    return (
+        f"  - name: {name}\n    product: l4\n    gpusPerNode: 2\n    taints:\n"
+        "      - {key: nvidia.com/gpu, value: present, effect: NoSchedule}\n"
+        f'      - {{key: {taint}, value: "true", effect: {effect}}}\n'
+        "    provisioning:\n      static:\n        nodes: [day2-spare-0]\n"
+    )
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "label-added",
@@ -259,10 +270,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             (
                 STACK_FILE,
-                "  - name: spare\n    product: l4\n    gpusPerNode: 2\n    taints:\n"
-                "      - {key: nvidia.com/gpu, value: present, effect: NoSchedule}\n"
-                '      - {key: themelio.io/spare, value: "true", effect: PreferNoSchedule}\n'
-                "    provisioning:\n      static:\n        nodes: [day2-spare-0]\n",
+                _spare_node_pool("spare", "themelio.io/spare", "PreferNoSchedule"),
                 "",
             ),
         ),
@@ -299,10 +307,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             (
                 STACK_FILE,
                 "catalogConfigMap:",
-                "  - name: standby\n    product: l4\n    gpusPerNode: 2\n    taints:\n"
-                "      - {key: nvidia.com/gpu, value: present, effect: NoSchedule}\n"
-                '      - {key: themelio.io/standby, value: "true", effect: NoSchedule}\n'
-                "    provisioning:\n      static:\n        nodes: [day2-spare-0]\ncatalogConfigMap:",
+                _spare_node_pool("standby", "themelio.io/standby", "NoSchedule") + "catalogConfigMap:",
             ),
         ),
         Expected(
